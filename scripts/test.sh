@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds tritium twice (Release, then ASan+UBSan) and runs the whole test suite in each.
+# Usage: scripts/test.sh            (TRITIUM_TEST_DATA defaults to ../shared beside the checkout)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+JOBS=${JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export TRITIUM_TEST_DATA=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
+CUDA_FLAG=${TRITIUM_CUDA:-OFF}
+
+echo "== Release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA="$CUDA_FLAG" >/dev/null
+cmake --build build -j "$JOBS"
+(cd build && ctest --output-on-failure -j 2 --timeout 900)
+
+echo "== ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRITIUM_SANITIZE=ON \
+  -DTRITIUM_CUDA=OFF -DTRITIUM_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j "$JOBS"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -j 2 --timeout 1800)

@@ -1,0 +1,35 @@
+// tritium core: read-only memory-mapped files (weights are used in place, never copied).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tritium {
+
+/// A read-only mmap of a whole file. Move-only; unmaps on destruction.
+/// Throws tritium::Error naming the path when the file cannot be opened or mapped.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// Reads a whole (small) text file; throws tritium::Error naming the path.
+std::string read_text_file(const std::string& path);
+
+}  // namespace tritium

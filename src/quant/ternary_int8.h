@@ -1,0 +1,23 @@
+// tritium quant: the int8 ternary format — one signed byte per weight, row-major [N, K].
+// 8 bits/weight; the naive baseline every packed format is measured against.
+#pragma once
+
+#include "quant/ternary_format.h"
+
+namespace tritium {
+
+class TernaryInt8 final : public PackedTernary {
+ public:
+  /// w: int8 [N, K] in {-1, 0, 1}; copied.
+  TernaryInt8(const int8_t* w, int64_t n, int64_t k);
+  TernaryFormat format() const override { return TernaryFormat::kInt8; }
+  size_t bytes() const override { return data_.size(); }
+  void gemm_i32(const int8_t* x, int64_t M, int32_t* acc) const override;
+  void unpack(int8_t* out) const override;
+  const int8_t* data() const { return data_.data(); }
+
+ private:
+  std::vector<int8_t> data_;
+};
+
+}  // namespace tritium
