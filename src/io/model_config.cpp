@@ -1,0 +1,192 @@
+#include "io/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+
+namespace fs = std::filesystem;
+
+namespace tritium {
+
+std::string_view arch_name(Arch a) {
+  switch (a) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2: return "qwen2";
+    case Arch::kBitNet: return "bitnet";
+  }
+  return "?";
+}
+
+namespace {
+
+nlohmann::json parse_json_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: invalid JSON: {}", path, e.what());
+  }
+}
+
+int get_int(const nlohmann::json& j, const char* key, const std::string& file) {
+  if (!j.contains(key)) fail("{}: required field '{}' is missing", file, key);
+  const auto& v = j[key];
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (1 << 30))
+    fail("{}: field '{}' must be a positive integer, got {}", file, key, v.dump());
+  return v.get<int>();
+}
+
+std::vector<int32_t> id_list(const nlohmann::json& v, const char* key, const std::string& file) {
+  std::vector<int32_t> out;
+  if (v.is_null()) return out;
+  if (v.is_number_integer()) {
+    out.push_back(v.get<int32_t>());
+  } else if (v.is_array()) {
+    for (const auto& e : v) {
+      if (!e.is_number_integer()) fail("{}: field '{}' must hold integers, got {}", file, key, v.dump());
+      out.push_back(e.get<int32_t>());
+    }
+  } else {
+    fail("{}: field '{}' must be an integer or a list of integers, got {}", file, key, v.dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) {
+  const std::string file = (fs::path(dir) / "config.json").string();
+  if (!j.is_object()) fail("{}: not a JSON object", file);
+  ModelConfig c;
+  c.model_dir = dir;
+  std::string arch;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    arch = j["architectures"][0].get<std::string>();
+  } else if (j.contains("model_type") && j["model_type"].is_string()) {
+    arch = j["model_type"].get<std::string>();
+  } else {
+    fail("{}: required field 'architectures' is missing", file);
+  }
+  c.arch_name = arch;
+  if (arch == "LlamaForCausalLM" || arch == "llama" || arch == "MistralForCausalLM") c.arch = Arch::kLlama;
+  else if (arch == "Qwen2ForCausalLM" || arch == "qwen2") c.arch = Arch::kQwen2;
+  else if (arch == "BitNetForCausalLM" || arch == "bitnet") c.arch = Arch::kBitNet;
+  else fail("{}: unsupported architecture '{}' (supported: BitNetForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM)",
+            file, arch);
+
+  c.vocab_size = get_int(j, "vocab_size", file);
+  c.hidden_size = get_int(j, "hidden_size", file);
+  c.intermediate_size = get_int(j, "intermediate_size", file);
+  c.num_layers = get_int(j, "num_hidden_layers", file);
+  c.num_heads = get_int(j, "num_attention_heads", file);
+  c.num_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
+                       ? get_int(j, "num_key_value_heads", file)
+                       : c.num_heads;
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) c.head_dim = get_int(j, "head_dim", file);
+  else {
+    if (c.hidden_size % c.num_heads != 0)
+      fail("{}: hidden_size {} is not divisible by num_attention_heads {}", file, c.hidden_size, c.num_heads);
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", file, c.head_dim);
+  if (c.num_heads % c.num_kv_heads != 0)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", file, c.num_heads,
+         c.num_kv_heads);
+  if (j.contains("rms_norm_eps")) {
+    if (!j["rms_norm_eps"].is_number()) fail("{}: field 'rms_norm_eps' must be a number", file);
+    c.rms_norm_eps = j["rms_norm_eps"].get<float>();
+  }
+  // rope_theta: top level (transformers < 5), rope_parameters (transformers 5), rope_scaling (some checkpoints).
+  bool have_theta = false;
+  for (const char* k : {"rope_parameters", "rope_scaling"}) {
+    if (j.contains(k) && j[k].is_object()) {
+      const auto& rp = j[k];
+      if (rp.contains("rope_theta") && rp["rope_theta"].is_number()) {
+        c.rope_theta = rp["rope_theta"].get<double>();
+        have_theta = true;
+      }
+      if (rp.contains("rope_type") && rp["rope_type"].is_string() && rp["rope_type"] != "default")
+        fail("{}: {}.rope_type '{}' is not supported (only 'default')", file, k, rp["rope_type"].get<std::string>());
+    }
+  }
+  if (j.contains("rope_theta") && j["rope_theta"].is_number()) {
+    c.rope_theta = j["rope_theta"].get<double>();
+    have_theta = true;
+  }
+  (void)have_theta;  // HF default 10000 applies when absent
+  if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer())
+    c.max_position_embeddings = get_int(j, "max_position_embeddings", file);
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  const bool attention_bias = j.value("attention_bias", false);
+  c.qkv_bias = c.arch == Arch::kQwen2 || attention_bias;
+  c.o_bias = c.arch != Arch::kQwen2 && attention_bias;
+  c.mlp_bias = j.value("mlp_bias", false);
+  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string()
+                              ? j["hidden_act"].get<std::string>()
+                              : (c.arch == Arch::kBitNet ? "relu2" : "silu");
+  if (act == "silu" || act == "swish") c.hidden_act = Activation::kSilu;
+  else if (act == "relu2") c.hidden_act = Activation::kRelu2;
+  else fail("{}: unsupported hidden_act '{}' (supported: silu, relu2)", file, act);
+  c.sub_norms = c.arch == Arch::kBitNet;
+
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const auto& q = j["quantization_config"];
+    const std::string method = q.value("quant_method", "");
+    if (method == "bitnet") {
+      c.bitnet_quant = true;
+      const std::string lc = q.value("linear_class", "autobitlinear");
+      if (lc == "autobitlinear") c.bitnet_scale_mode = BitNetScaleMode::kMultiply;
+      else if (lc == "bitlinear") c.bitnet_scale_mode = BitNetScaleMode::kDivide;
+      else fail("{}: unsupported quantization_config.linear_class '{}'", file, lc);
+    } else {
+      fail("{}: unsupported quantization_config.quant_method '{}' (supported: bitnet)", file, method);
+    }
+  }
+  if (c.arch == Arch::kBitNet) c.bitnet_quant = true;
+
+  if (j.contains("bos_token_id")) {
+    auto ids = id_list(j["bos_token_id"], "bos_token_id", file);
+    if (!ids.empty()) c.bos_token_id = ids[0];
+  }
+  if (j.contains("eos_token_id")) c.eos_token_ids = id_list(j["eos_token_id"], "eos_token_id", file);
+  for (int32_t id : c.eos_token_ids) {
+    if (id < 0 || id >= c.vocab_size) fail("{}: eos_token_id {} outside the vocabulary", file, id);
+  }
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  if (!fs::is_directory(dir)) fail("{}: model folder not found", dir);
+  const std::string file = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(file)) fail("{}: not found (a Hugging Face model folder needs config.json)", file);
+  ModelConfig c = parse_model_config(parse_json_file(file), dir);
+  const std::string gen = (fs::path(dir) / "generation_config.json").string();
+  if (fs::exists(gen)) {
+    nlohmann::json g = parse_json_file(gen);
+    if (g.contains("eos_token_id")) {
+      auto ids = id_list(g["eos_token_id"], "eos_token_id", gen);
+      for (int32_t id : ids) {
+        if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end() && id >= 0 &&
+            id < c.vocab_size)
+          c.eos_token_ids.push_back(id);
+      }
+    }
+    if (g.contains("bos_token_id") && !c.bos_token_id) {
+      auto ids = id_list(g["bos_token_id"], "bos_token_id", gen);
+      if (!ids.empty()) c.bos_token_id = ids[0];
+    }
+    if (g.contains("temperature") && g["temperature"].is_number()) c.gen_temperature = g["temperature"].get<float>();
+    if (g.contains("top_p") && g["top_p"].is_number()) c.gen_top_p = g["top_p"].get<float>();
+    if (g.contains("top_k") && g["top_k"].is_number_integer()) c.gen_top_k = g["top_k"].get<int>();
+    if (g.contains("repetition_penalty") && g["repetition_penalty"].is_number())
+      c.gen_repetition_penalty = g["repetition_penalty"].get<float>();
+    if (g.contains("do_sample") && g["do_sample"].is_boolean()) c.gen_do_sample = g["do_sample"].get<bool>();
+  }
+  return c;
+}
+
+}  // namespace tritium

@@ -1,0 +1,77 @@
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tritium::cpu {
+
+void rms_norm(const float* x, const float* weight, float* y, int64_t M, int64_t D, float eps) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * D;
+    float* yr = y + m * D;
+    double ss = 0.0;
+    for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
+    for (int64_t d = 0; d < D; ++d) yr[d] = weight[d] * (xr[d] * inv);
+  }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, const float* cos, const float* sin) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void relu2_mul(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = gate[i] > 0.0f ? gate[i] : 0.0f;
+    y[i] = (r * r) * up[i];
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void quantize_rows_absmax_i8(const float* x, int64_t M, int64_t K, int8_t* q, float* inv_scale) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(xr[k]));
+    const float s = 127.0f / std::max(amax, 1e-5f);
+    int8_t* qr = q + m * K;
+    for (int64_t k = 0; k < K; ++k) {
+      const float r = std::nearbyint(xr[k] * s);
+      qr[k] = static_cast<int8_t>(std::clamp(r, -128.0f, 127.0f));
+    }
+    inv_scale[m] = 1.0f / s;
+  }
+}
+
+}  // namespace tritium::cpu

@@ -1,0 +1,48 @@
+#include "model/linear.h"
+
+#include "core/error.h"
+#include "kernels/cpu/gemm_f32.h"
+#include "kernels/cpu/ops.h"
+
+namespace tritium {
+
+FloatLinear::FloatLinear(std::vector<float> w, std::vector<float> bias, int64_t n, int64_t k)
+    : FloatLinear(std::make_shared<const std::vector<float>>(std::move(w)), std::move(bias), n, k) {}
+
+FloatLinear::FloatLinear(std::shared_ptr<const std::vector<float>> w, std::vector<float> bias, int64_t n, int64_t k)
+    : Linear(n, k), w_(std::move(w)), bias_(std::move(bias)) {
+  TRITIUM_CHECK(static_cast<int64_t>(w_->size()) == n * k, "FloatLinear: weight size {} != {} x {}", w_->size(), n,
+                k);
+  TRITIUM_CHECK(bias_.empty() || static_cast<int64_t>(bias_.size()) == n, "FloatLinear: bias size {} != {}",
+                bias_.size(), n);
+}
+
+void FloatLinear::forward(const float* x, int64_t M, float* y) const {
+  cpu::gemm_f32(x, w_->data(), bias_.empty() ? nullptr : bias_.data(), y, M, n_, k_);
+}
+
+TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segment> segments)
+    : Linear(w->rows(), w->cols()), w_(std::move(w)), segments_(std::move(segments)) {
+  int64_t total = 0;
+  for (const auto& s : segments_) total += s.rows;
+  TRITIUM_CHECK(total == n_, "TernaryLinear: segments cover {} rows, weight has {}", total, n_);
+}
+
+std::string TernaryLinear::format_name() const { return "ternary-" + std::string(ternary_format_name(w_->format())); }
+
+void TernaryLinear::forward(const float* x, int64_t M, float* y) const {
+  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
+  std::vector<float> inv_s(static_cast<size_t>(M));
+  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
+  std::vector<int32_t> acc(static_cast<size_t>(M * n_));
+  w_->gemm_i32(xq.data(), M, acc.data());
+  for (int64_t m = 0; m < M; ++m) {
+    int64_t n = 0;
+    for (const auto& seg : segments_) {
+      for (int64_t e = n + seg.rows; n < e; ++n)
+        y[m * n_ + n] = (static_cast<float>(acc[m * n_ + n]) * inv_s[m]) * seg.scale;
+    }
+  }
+}
+
+}  // namespace tritium

@@ -1,0 +1,28 @@
+// tritium model: building a Transformer from a Hugging Face model folder (config.json + safetensors).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/transformer.h"
+#include "quant/ternary_format.h"
+
+namespace tritium {
+
+struct LoadOptions {
+  /// Storage format for ternary projections (BitNet checkpoints are repacked at load time).
+  TernaryFormat ternary_format = TernaryFormat::kInt8;
+};
+
+/// Loads a model folder. BitNet (quant_method bitnet): projections as packed uint8 [out/4, in] (code = w + 1,
+/// rows r, r+out/4, r+2out/4, r+3out/4 in bits 0-1, 2-3, 4-5, 6-7) with weight_scale (bf16 [1]) applied as a
+/// multiplier (autobitlinear) or divisor (bitlinear); or unpacked bf16/fp16/f32 ternary values; a float weight
+/// that is not ternary is quantized by absmean (BitNet b1.58). Llama/Qwen2: bf16/fp16/f32 projections.
+/// Throws tritium::Error naming the file and tensor for missing weights, wrong shapes or dtypes.
+std::unique_ptr<Transformer> load_transformer(const std::string& dir, const LoadOptions& opts = {});
+
+/// Unpacks a BitNet packed uint8 weight [out/4, in] into int8 ternary values [out, in].
+/// Throws tritium::Error on the unused code 3.
+std::vector<int8_t> unpack_bitnet_weight(const uint8_t* packed, int64_t out_features, int64_t in_features);
+
+}  // namespace tritium

@@ -1,0 +1,190 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/cpu/ops.h"
+
+namespace tritium {
+
+Transformer::Transformer(ModelConfig config, std::shared_ptr<const std::vector<float>> embed, std::vector<LayerWeights> layers,
+                         std::vector<float> final_norm, std::unique_ptr<Linear> lm_head)
+    : config_(std::move(config)),
+      embed_(std::move(embed)),
+      layers_(std::move(layers)),
+      final_norm_(std::move(final_norm)),
+      lm_head_(std::move(lm_head)) {
+  const int half = config_.head_dim / 2;
+  inv_freq_.resize(half);
+  for (int i = 0; i < half; ++i) {
+    // HF: 1 / (base ** (arange(0, dim, 2).float() / dim)) in float32.
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(config_.head_dim);
+    inv_freq_[i] = 1.0f / static_cast<float>(std::pow(config_.rope_theta, static_cast<double>(expo)));
+  }
+}
+
+size_t Transformer::weight_bytes_per_token() const {
+  size_t b = lm_head_->weight_bytes();
+  for (const auto& l : layers_)
+    b += l.qkv->weight_bytes() + l.o->weight_bytes() + l.gate_up->weight_bytes() + l.down->weight_bytes();
+  return b;
+}
+
+size_t Transformer::weight_bytes() const {
+  size_t b = weight_bytes_per_token() + (embed_->size() + final_norm_.size()) * sizeof(float);
+  if (config_.tie_word_embeddings) b -= lm_head_->weight_bytes();
+  for (const auto& l : layers_)
+    b += (l.input_norm.size() + l.post_attn_norm.size() + l.attn_sub_norm.size() + l.ffn_sub_norm.size()) * 4;
+  return b;
+}
+
+void Transformer::attention(const BatchChunk& c, int layer, const float* q, KvCache& cache, float* out) const {
+  const int H = config_.num_heads, KVH = config_.num_kv_heads, D = config_.head_dim;
+  const int group = H / KVH;
+  const int64_t T = static_cast<int64_t>(c.tokens.size());
+  const int64_t ctx = c.start_pos + T;
+  const int kvd = config_.kv_dim();
+  std::vector<float> kbuf(static_cast<size_t>(ctx * kvd)), vbuf(static_cast<size_t>(ctx * kvd));
+  cache.gather(layer, c.block_table.data(), ctx, kbuf.data(), vbuf.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const int64_t qstride = static_cast<int64_t>(H) * D;
+  parallel_for(static_cast<int64_t>(H) * T, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scores(static_cast<size_t>(ctx));
+    for (int64_t idx = b; idx < e; ++idx) {
+      const int h = static_cast<int>(idx / T);
+      const int64_t t = idx % T;
+      const int kh = h / group;
+      const float* qv = q + t * qstride + static_cast<int64_t>(h) * D;
+      const int64_t n = c.start_pos + t + 1;  // causal: positions 0..start_pos+t
+      for (int64_t p = 0; p < n; ++p) {
+        const float* kv = kbuf.data() + p * kvd + static_cast<int64_t>(kh) * D;
+        float s = 0.0f;
+        for (int d = 0; d < D; ++d) s += qv[d] * kv[d];
+        scores[p] = s * scale;
+      }
+      cpu::softmax(scores.data(), n);
+      float* o = out + t * qstride + static_cast<int64_t>(h) * D;
+      std::memset(o, 0, sizeof(float) * D);
+      for (int64_t p = 0; p < n; ++p) {
+        const float w = scores[p];
+        const float* vv = vbuf.data() + p * kvd + static_cast<int64_t>(kh) * D;
+        for (int d = 0; d < D; ++d) o[d] += w * vv[d];
+      }
+    }
+  });
+}
+
+void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) const {
+  const ModelConfig& c = config_;
+  const int64_t Hd = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  int64_t M = 0, out_rows = 0;
+  for (const auto& ch : batch) {
+    TRITIUM_CHECK(!ch.tokens.empty(), "forward: empty chunk");
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    TRITIUM_CHECK(end <= c.max_position_embeddings, "forward: position {} exceeds the model context of {} tokens",
+                  end - 1, c.max_position_embeddings);
+    TRITIUM_CHECK(static_cast<int64_t>(ch.block_table.size()) * cache.block_size() >= end,
+                  "forward: block table covers {} positions, need {}", ch.block_table.size() * cache.block_size(),
+                  end);
+    M += static_cast<int64_t>(ch.tokens.size());
+    out_rows += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+  }
+  // Embedding lookup.
+  std::vector<float> x(static_cast<size_t>(M * Hd));
+  {
+    int64_t r = 0;
+    for (const auto& ch : batch)
+      for (int32_t tok : ch.tokens) {
+        TRITIUM_CHECK(tok >= 0 && tok < V, "forward: token id {} outside the vocabulary of {}", tok, V);
+        std::memcpy(&x[r * Hd], embed_->data() + static_cast<size_t>(tok) * Hd, sizeof(float) * Hd);
+        ++r;
+      }
+  }
+  // RoPE tables per row.
+  const int half = c.head_dim / 2;
+  std::vector<float> cosv(static_cast<size_t>(M * half)), sinv(static_cast<size_t>(M * half));
+  {
+    int64_t r = 0;
+    for (const auto& ch : batch)
+      for (size_t t = 0; t < ch.tokens.size(); ++t, ++r) {
+        const float pos = static_cast<float>(ch.start_pos + static_cast<int64_t>(t));
+        for (int i = 0; i < half; ++i) {
+          const float ang = pos * inv_freq_[i];  // float32 product, as HF
+          cosv[r * half + i] = static_cast<float>(std::cos(static_cast<double>(ang)));
+          sinv[r * half + i] = static_cast<float>(std::sin(static_cast<double>(ang)));
+        }
+      }
+  }
+
+  std::vector<float> h(static_cast<size_t>(M * Hd)), qkv(static_cast<size_t>(M * (qd + 2 * kvd)));
+  std::vector<float> q(static_cast<size_t>(M * qd)), attn(static_cast<size_t>(M * qd));
+  std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));
+  std::vector<float> proj(static_cast<size_t>(M * Hd));
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = layers_[l];
+    // --- attention block
+    cpu::rms_norm(x.data(), L.input_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
+    observe(l, "qkv", h.data(), M, Hd);
+    L.qkv->forward(h.data(), M, qkv.data());
+    const int64_t qkv_w = qd + 2 * kvd;
+    int64_t r = 0;
+    for (const auto& ch : batch) {
+      for (size_t t = 0; t < ch.tokens.size(); ++t, ++r) {
+        float* row = &qkv[r * qkv_w];
+        cpu::rope_apply(row, c.num_heads, c.head_dim, &cosv[r * half], &sinv[r * half]);
+        cpu::rope_apply(row + qd, c.num_kv_heads, c.head_dim, &cosv[r * half], &sinv[r * half]);
+        std::memcpy(&q[r * qd], row, sizeof(float) * qd);
+        cache.write(l, ch.block_table.data(), ch.start_pos + static_cast<int64_t>(t), row + qd, row + qd + kvd);
+      }
+    }
+    r = 0;
+    for (const auto& ch : batch) {
+      attention(ch, l, &q[r * qd], cache, &attn[r * qd]);
+      r += static_cast<int64_t>(ch.tokens.size());
+    }
+    if (c.sub_norms) cpu::rms_norm(attn.data(), L.attn_sub_norm.data(), attn.data(), M, qd, c.rms_norm_eps);
+    observe(l, "o", attn.data(), M, qd);
+    L.o->forward(attn.data(), M, proj.data());
+    cpu::add_inplace(x.data(), proj.data(), M * Hd);
+
+    // --- MLP block
+    cpu::rms_norm(x.data(), L.post_attn_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
+    observe(l, "gate_up", h.data(), M, Hd);
+    L.gate_up->forward(h.data(), M, gu.data());
+    for (int64_t m = 0; m < M; ++m) {
+      const float* g = &gu[m * 2 * I];
+      if (c.hidden_act == Activation::kRelu2) cpu::relu2_mul(g, g + I, &act[m * I], I);
+      else cpu::silu_mul(g, g + I, &act[m * I], I);
+    }
+    if (c.sub_norms) cpu::rms_norm(act.data(), L.ffn_sub_norm.data(), act.data(), M, I, c.rms_norm_eps);
+    observe(l, "down", act.data(), M, I);
+    L.down->forward(act.data(), M, proj.data());
+    cpu::add_inplace(x.data(), proj.data(), M * Hd);
+  }
+
+  // Final norm on the rows that need logits, then lm_head.
+  std::vector<float> sel(static_cast<size_t>(out_rows * Hd));
+  {
+    int64_t r = 0, o = 0;
+    for (const auto& ch : batch) {
+      const int64_t T = static_cast<int64_t>(ch.tokens.size());
+      if (ch.all_logits) {
+        std::memcpy(&sel[o * Hd], &x[r * Hd], sizeof(float) * T * Hd);
+        o += T;
+      } else {
+        std::memcpy(&sel[o * Hd], &x[(r + T - 1) * Hd], sizeof(float) * Hd);
+        o += 1;
+      }
+      r += T;
+    }
+  }
+  cpu::rms_norm(sel.data(), final_norm_.data(), sel.data(), out_rows, Hd, c.rms_norm_eps);
+  logits.resize(static_cast<size_t>(out_rows * V));
+  lm_head_->forward(sel.data(), out_rows, logits.data());
+}
+
+}  // namespace tritium
