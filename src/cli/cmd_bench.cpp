@@ -1,0 +1,120 @@
+// tritium bench: llama-bench style prompt processing (pp) and text generation (tg) throughput, with the
+// decode roofline (weight bytes per token / read bandwidth measured in the same run).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/parallel.h"
+#include "eval/memory_bandwidth.h"
+#include "runtime/block_allocator.h"
+
+namespace tritium::cli {
+namespace {
+
+struct BenchArgs {
+  ModelOptions model;
+  int pp = 512;
+  int tg = 128;
+  int reps = 3;
+  bool no_roofline = false;
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / static_cast<double>(v.size() - 1)) : 0;
+  return s;
+}
+
+int run(const BenchArgs& a) {
+  LoadedModel lm = load_model(a.model, false);
+  const Transformer& model = *lm.model;
+  const ModelConfig& c = model.config();
+  const int total = std::max(a.pp, a.tg);
+  if (total > c.max_position_embeddings)
+    fail("bench: {} tokens exceed the model context of {}", total, c.max_position_embeddings);
+  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (total + 15) / 16};
+  KvCache cache(spec);
+  BlockAllocator alloc(spec.num_blocks);
+  BlockTable bt;
+  bt.reserve(alloc, total, spec.block_size);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<float> logits;
+  using clock = std::chrono::steady_clock;
+
+  std::vector<double> pp_ts, tg_ts;
+  for (int r = 0; r < a.reps + 1; ++r) {  // first repetition is a warm-up
+    if (a.pp > 0) {
+      std::vector<int32_t> ids(a.pp);
+      for (auto& i : ids) i = tok(rng);
+      BatchChunk ch{ids, 0, bt.blocks, false};
+      const auto t0 = clock::now();
+      model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+      const double s = std::chrono::duration<double>(clock::now() - t0).count();
+      if (r > 0) pp_ts.push_back(a.pp / s);
+    }
+    if (a.tg > 0) {
+      const auto t0 = clock::now();
+      for (int p = 0; p < a.tg; ++p) {
+        const int32_t t = tok(rng);
+        BatchChunk ch{std::span<const int32_t>(&t, 1), p, bt.blocks, false};
+        model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+      }
+      const double s = std::chrono::duration<double>(clock::now() - t0).count();
+      if (r > 0) tg_ts.push_back(a.tg / s);
+    }
+  }
+  const double size_mib = static_cast<double>(model.weight_bytes()) / (1 << 20);
+  const std::string name = std::filesystem::path(lm.dir).filename().string();
+  const std::string fmt_name = model.layers().empty() ? "?" : model.layers()[0].qkv->format_name();
+  fmt::print("| model | size | weights | backend | threads | test | t/s |\n");
+  fmt::print("| --- | ---: | --- | --- | ---: | ---: | ---: |\n");
+  if (!pp_ts.empty()) {
+    Stat s = stats(pp_ts);
+    fmt::print("| {} | {:.2f} MiB | {} | CPU | {} | pp{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name,
+               num_threads(), a.pp, s.mean, s.sd);
+  }
+  Stat tg{};
+  if (!tg_ts.empty()) {
+    tg = stats(tg_ts);
+    fmt::print("| {} | {:.2f} MiB | {} | CPU | {} | tg{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name,
+               num_threads(), a.tg, tg.mean, tg.sd);
+  }
+  if (!a.no_roofline) {
+    const double bw = measure_read_bandwidth_gbs(size_t{1} << 30, num_threads());
+    const double bytes = static_cast<double>(model.weight_bytes_per_token());
+    const double roof = bw * 1e9 / bytes;
+    fmt::print("\nroofline: {:.1f} MB of weights read per token, measured read bandwidth {:.1f} GB/s ({} threads)"
+               " -> decode roofline {:.1f} tok/s", bytes / 1e6, bw, num_threads(), roof);
+    if (!tg_ts.empty()) fmt::print("; tg{} reaches {:.1f}% of it", a.tg, 100.0 * tg.mean / roof);
+    fmt::print("\npeak RSS: {:.1f} MiB\n", peak_rss_mib());
+  }
+  return 0;
+}
+
+}  // namespace
+
+TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "Prompt-processing and generation throughput (llama-bench style)");
+  add_model_options(sub, a->model);
+  sub->add_option("-p,--n-prompt", a->pp, "prompt tokens (pp test; 0 = skip)")->check(CLI::Range(0, 1 << 20));
+  sub->add_option("-n,--n-gen", a->tg, "generated tokens (tg test; 0 = skip)")->check(CLI::Range(0, 1 << 20));
+  sub->add_option("-r,--repetitions", a->reps, "repetitions")->check(CLI::Range(1, 1000));
+  sub->add_flag("--no-roofline", a->no_roofline, "skip the memory bandwidth measurement");
+  runners()[sub] = [a] { return run(*a); };
+});
+
+}  // namespace tritium::cli

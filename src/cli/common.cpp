@@ -1,0 +1,72 @@
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace fs = std::filesystem;
+
+namespace tritium::cli {
+
+void add_model_options(CLI::App* app, ModelOptions& o) {
+  app->add_option("-m,--model", o.model_dir, "Hugging Face model folder or tritium model (default: bundled tiny-bitnet)");
+  app->add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
+  app->add_option("--weights", o.weights, "ternary weight format for BitNet models: auto, int8, i2, tq1, bitcos");
+}
+
+std::string resolve_model_dir(const std::string& m) {
+  if (!m.empty()) {
+    if (!fs::exists(m)) fail("{}: model folder not found", m);
+    return m;
+  }
+  std::vector<fs::path> candidates = {fs::current_path() / "models/tiny-bitnet"};
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    const fs::path exe_dir = fs::path(buf).parent_path();
+    candidates.push_back(exe_dir / "models/tiny-bitnet");
+    candidates.push_back(exe_dir / "../models/tiny-bitnet");
+    candidates.push_back(exe_dir / "../share/tritium/models/tiny-bitnet");
+  }
+  candidates.push_back(fs::path(TRITIUM_SOURCE_DIR) / "models/tiny-bitnet");
+  for (const auto& c : candidates) {
+    if (fs::exists(c / "config.json")) return fs::weakly_canonical(c).string();
+  }
+  fail("no model given (-m) and the bundled models/tiny-bitnet was not found");
+}
+
+TernaryFormat auto_ternary_format() { return TernaryFormat::kInt8; }
+
+LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
+  set_num_threads(o.threads);
+  LoadedModel lm;
+  lm.dir = resolve_model_dir(o.model_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadOptions lo;
+  lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
+  lm.model = load_transformer(lm.dir, lo);
+  if (need_tokenizer) {
+    const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
+    if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());
+    lm.tokenizer = Tokenizer::from_file(tj.string());
+  }
+  lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return lm;
+}
+
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+}  // namespace tritium::cli

@@ -1,0 +1,43 @@
+// tritium CLI: options and helpers shared by subcommands (model path resolution, loading, figures).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "model/loader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tritium::cli {
+
+/// Options every model-running subcommand takes.
+struct ModelOptions {
+  std::string model_dir;  ///< -m; empty = the bundled tiny-bitnet
+  int threads = 0;        ///< -t; 0 = all cores
+  std::string weights = "auto";  ///< --weights: ternary storage format for BitNet models
+};
+
+void add_model_options(CLI::App* app, ModelOptions& o);
+
+/// Resolves -m: the given folder, or the bundled models/tiny-bitnet (next to the working directory, the
+/// executable, or the source tree). Throws tritium::Error when nothing is found.
+std::string resolve_model_dir(const std::string& m);
+
+struct LoadedModel {
+  std::string dir;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  double load_seconds = 0;
+};
+
+/// Sets the thread count, loads model + tokenizer (tokenizer.json in the model folder).
+LoadedModel load_model(const ModelOptions& o, bool need_tokenizer = true);
+
+/// Peak resident set size of this process in MiB (VmHWM).
+double peak_rss_mib();
+
+/// The ternary format `--weights auto` picks on this machine.
+TernaryFormat auto_ternary_format();
+
+}  // namespace tritium::cli

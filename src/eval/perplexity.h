@@ -1,0 +1,36 @@
+// tritium eval: perplexity of a model on a text.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace tritium {
+
+struct PerplexityOptions {
+  int n_ctx = 512;
+  int max_chunks = 0;  ///< 0 = all chunks
+  int32_t bos_id = 0;
+  bool prepend_bos = true;
+};
+
+struct PerplexityResult {
+  double ppl = 0;
+  double nll_sum = 0;
+  int64_t scored_tokens = 0;
+  int chunks = 0;
+  std::vector<double> chunk_ppl;  ///< running ppl after each chunk
+};
+
+/// Perplexity by the llama.cpp convention (llama-perplexity), the procedure of the golden files:
+/// chunk c takes tokens[c*(n_ctx-1) : (c+1)*(n_ctx-1)] with BOS prepended (n_ctx tokens), at most max_chunks
+/// chunks; positions n_ctx/2 .. n_ctx-2 predict their next token and are scored; ppl = exp(sum nll / scored).
+/// tokens: the text encoded without special tokens. Throws tritium::Error when the text is shorter than one
+/// chunk or n_ctx exceeds the model context. on_chunk (optional) is called after each chunk.
+PerplexityResult compute_perplexity(const Transformer& model, const std::vector<int32_t>& tokens,
+                                    const PerplexityOptions& opts,
+                                    const std::function<void(int chunk, int total, double ppl)>& on_chunk = {});
+
+}  // namespace tritium
