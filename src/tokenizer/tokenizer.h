@@ -26,6 +26,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
   /// Decodes ids to UTF-8 text (invalid byte sequences become U+FFFD, as HF does).
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
+  /// The decoder's raw output bytes before UTF-8 repair (may end inside a multi-byte character);
+  /// used by IncrementalDecoder. Unknown ids are skipped, as in decode.
+  virtual std::string decode_bytes(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
 
   virtual int32_t vocab_size() const = 0;
   /// Id of a token string (vocab or added token), if any.
@@ -53,9 +56,8 @@ class IncrementalDecoder {
  private:
   const Tokenizer& tok_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t prefix_offset_ = 0;  // ids before this are fully emitted
-  size_t emitted_bytes_ = 0;  // bytes of decode(ids_[prefix..]) already emitted
+  std::vector<int32_t> ids_;  // window: one already-emitted context id (if any) + pending ids
+  size_t emitted_bytes_ = 0;  // bytes of decode_bytes(ids_) already emitted
 };
 
 }  // namespace tritium
