@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/error.h"
 #include "core/parallel.h"
 #include "eval/memory_bandwidth.h"
 #include "runtime/block_allocator.h"

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "eval/perplexity.h"
+#include "eval/text_file.h"
 
 namespace tritium::cli {
 namespace {
@@ -21,7 +22,7 @@ struct PplArgs {
 
 int run(const PplArgs& a) {
   LoadedModel lm = load_model(a.model);
-  const std::string text = read_text_file(a.file);
+  const std::string text = read_text_universal_newlines(a.file);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = lm.tokenizer->encode(text, false);
   PerplexityOptions po;
