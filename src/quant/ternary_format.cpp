@@ -1,7 +1,13 @@
 #include "quant/ternary_format.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/parallel.h"
+#include "quant/ternary_bitcos.h"
+#include "quant/ternary_i2.h"
 #include "quant/ternary_int8.h"
+#include "quant/ternary_tq1.h"
 
 namespace tritium {
 
@@ -23,13 +29,65 @@ TernaryFormat parse_ternary_format(std::string_view s) {
   fail("unknown ternary weight format '{}' (expected int8, i2, tq1 or bitcos)", s);
 }
 
+void PackedTernary::gemm_f32(const int8_t* x, const float* act_scale, int64_t M, const float* group_scales,
+                             float* y) const {
+  // Generic path (used by the int8 baseline): unpack, then exact int32 sums per group of 128.
+  const int64_t N = n_, K = k_, G = groups();
+  std::vector<int8_t> w(static_cast<size_t>(N * K));
+  unpack(w.data());
+  parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; ++m) {
+      const int8_t* xr = x + m * K;
+      for (int64_t n = n0; n < n1; ++n) {
+        const int8_t* wr = w.data() + n * K;
+        float s = 0.0f;
+        for (int64_t g = 0; g < G; ++g) {
+          int32_t acc = 0;
+          for (int64_t k = g * kTernaryGroupK; k < std::min(K, (g + 1) * kTernaryGroupK); ++k) acc += xr[k] * wr[k];
+          s += group_scales[n * G + g] * static_cast<float>(acc);
+        }
+        y[m * N + n] = act_scale[m] * s;
+      }
+    }
+  });
+}
+
 std::unique_ptr<PackedTernary> pack_ternary(TernaryFormat f, const int8_t* w, int64_t n, int64_t k) {
+  if (n <= 0 || k <= 0) fail("pack_ternary: shape [{}, {}] must be positive", n, k);
   for (int64_t i = 0; i < n * k; ++i) {
     if (w[i] < -1 || w[i] > 1) fail("pack_ternary: value {} at index {} is not in {{-1, 0, 1}}", int(w[i]), i);
   }
   switch (f) {
     case TernaryFormat::kInt8: return std::make_unique<TernaryInt8>(w, n, k);
-    default: break;
+    case TernaryFormat::kI2: return std::make_unique<TernaryI2>(w, n, k);
+    case TernaryFormat::kTQ1: return std::make_unique<TernaryTQ1>(w, n, k);
+    case TernaryFormat::kBitcos: return std::make_unique<TernaryBitcos>(w, n, k);
+  }
+  fail("ternary format '{}' is not implemented", ternary_format_name(f));
+}
+
+std::unique_ptr<PackedTernary> ternary_from_buffers(TernaryFormat f, int64_t n, int64_t k,
+                                                    std::span<const std::span<const uint8_t>> buffers, bool copy) {
+  if (n <= 0 || k <= 0) fail("ternary_from_buffers: shape [{}, {}] must be positive", n, k);
+  const size_t want = f == TernaryFormat::kBitcos ? 3 : 1;
+  if (buffers.size() != want) {
+    fail("ternary_from_buffers: format {} needs {} buffer(s), got {}", ternary_format_name(f), want, buffers.size());
+  }
+  switch (f) {
+    case TernaryFormat::kInt8: {
+      if (buffers[0].size() != static_cast<size_t>(n * k)) {
+        fail("ternary_from_buffers: int8 [{}, {}] needs {} bytes, got {}", n, k, n * k, buffers[0].size());
+      }
+      const auto* w = reinterpret_cast<const int8_t*>(buffers[0].data());
+      for (int64_t i = 0; i < n * k; ++i) {
+        if (w[i] < -1 || w[i] > 1) fail("ternary_from_buffers: int8 value {} at index {} is not ternary", int(w[i]), i);
+      }
+      return std::make_unique<TernaryInt8>(w, n, k);
+    }
+    case TernaryFormat::kI2: return std::make_unique<TernaryI2>(n, k, buffers[0], copy);
+    case TernaryFormat::kTQ1: return std::make_unique<TernaryTQ1>(n, k, buffers[0], copy);
+    case TernaryFormat::kBitcos:
+      return std::make_unique<TernaryBitcos>(n, k, buffers[0], buffers[1], buffers[2], copy);
   }
   fail("ternary format '{}' is not implemented", ternary_format_name(f));
 }

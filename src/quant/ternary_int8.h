@@ -15,6 +15,9 @@ class TernaryInt8 final : public PackedTernary {
   void gemm_i32(const int8_t* x, int64_t M, int32_t* acc) const override;
   void unpack(int8_t* out) const override;
   const int8_t* data() const { return data_.data(); }
+  std::vector<TernaryBuffer> buffers() const override {
+    return {{"int8", {reinterpret_cast<const uint8_t*>(data_.data()), data_.size()}}};
+  }
 
  private:
   std::vector<int8_t> data_;

@@ -1,0 +1,71 @@
+#include "kernels/cpu/dispatch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace tritium::cpu {
+namespace {
+// -1: not forced; otherwise a KernelPath value.
+std::atomic<int> g_forced{-1};
+}  // namespace
+
+std::string_view kernel_path_name(KernelPath p) {
+  switch (p) {
+    case KernelPath::kRef: return "ref";
+    case KernelPath::kAvx2: return "avx2";
+    case KernelPath::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+KernelPath parse_kernel_path(std::string_view s) {
+  if (s == "ref") return KernelPath::kRef;
+  if (s == "avx2") return KernelPath::kAvx2;
+  if (s == "avx512") return KernelPath::kAvx512;
+  fail("unknown CPU kernel path '{}' (expected ref, avx2 or avx512)", s);
+}
+
+bool kernel_path_supported(KernelPath p) {
+  switch (p) {
+    case KernelPath::kRef: return true;
+    case KernelPath::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+    case KernelPath::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+             __builtin_cpu_supports("bmi2") && kernel_path_supported(KernelPath::kAvx2);
+  }
+  return false;
+}
+
+KernelPath best_kernel_path() {
+  static const KernelPath best = kernel_path_supported(KernelPath::kAvx512) ? KernelPath::kAvx512
+                                 : kernel_path_supported(KernelPath::kAvx2) ? KernelPath::kAvx2
+                                                                              : KernelPath::kRef;
+  return best;
+}
+
+KernelPath cpu_kernel_path() {
+  const int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<KernelPath>(forced);
+  static const std::string env = [] {
+    const char* e = std::getenv("TRITIUM_KERNEL");
+    return std::string(e ? e : "");
+  }();
+  if (env.empty()) return best_kernel_path();
+  const KernelPath p = parse_kernel_path(env);
+  if (!kernel_path_supported(p)) fail("TRITIUM_KERNEL={}: this CPU does not support that path", env);
+  return p;
+}
+
+void set_cpu_kernel_path(KernelPath p) {
+  if (!kernel_path_supported(p)) fail("set_cpu_kernel_path: this CPU does not support '{}'", kernel_path_name(p));
+  g_forced.store(static_cast<int>(p));
+}
+
+void reset_cpu_kernel_path() { g_forced.store(-1); }
+
+}  // namespace tritium::cpu

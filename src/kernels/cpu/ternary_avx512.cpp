@@ -1,0 +1,245 @@
+// AVX-512 VNNI kernels for the tiled ternary formats (compiled with -mavx512* -mbmi2; run only when
+// dispatch.h says the CPU has AVX-512 F/BW/VL/VNNI + BMI2). Weights become codes c = w + 1 in lane order
+// (byte 4 r + j = row r, k = 4 s + j), and vpdpbusd(acc, codes, broadcast x[4 s .. 4 s + 3]) leaves the
+// 16 row sums of the tile in the 16 int32 lanes of acc.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/ternary_kernels.h"
+#include "quant/ternary_tq1.h"
+
+namespace tritium::cpu::detail {
+namespace {
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m512i dp(__m512i acc, __m512i codes, const int8_t* x) { return _mm512_dpbusd_epi32(acc, codes, bcast4(x)); }
+
+// ---- i2 --------------------------------------------------------------------------------------------
+void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
+  const int64_t blocks = w.kp / 16;
+  const uint8_t* p = w.codes + t * blocks * 64;
+  const __m512i m3 = _mm512_set1_epi8(3);
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t b = g0 * 8; b < g1 * 8; ++b) {
+    const __m512i v = _mm512_loadu_si512(p + b * 64);
+    const int8_t* xb = xp + b * 16;
+    a0 = dp(a0, _mm512_and_si512(v, m3), xb);
+    a1 = dp(a1, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), xb + 4);
+    a2 = dp(a2, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), xb + 8);
+    a3 = dp(a3, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), xb + 12);
+  }
+  _mm512_storeu_si512(out, _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+}
+
+void decode_i2(const TernaryView& w, int64_t t, uint8_t* out) {
+  const int64_t blocks = w.kp / 16;
+  const uint8_t* p = w.codes + t * blocks * 64;
+  const __m512i m3 = _mm512_set1_epi8(3);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m512i v = _mm512_loadu_si512(p + b * 64);
+    uint8_t* o = out + b * 256;
+    _mm512_store_si512(o, _mm512_and_si512(v, m3));
+    _mm512_store_si512(o + 64, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3));
+    _mm512_store_si512(o + 128, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3));
+    _mm512_store_si512(o + 192, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3));
+  }
+}
+
+// ---- tq1 -------------------------------------------------------------------------------------------
+// Trit q of every byte: ((byte * 3^q) mod 256) * 3 >> 8, done in 16-bit lanes for the low byte (held as
+// lo << 8) and the high byte (hi << 8) separately, then merged.
+struct Tq1Decoder {
+  __m512i three = _mm512_set1_epi16(3), k768 = _mm512_set1_epi16(768), hi_mask = _mm512_set1_epi16(-256);
+  __m512i m3 = _mm512_set1_epi8(3);
+  __m512i wl, wh;
+  void load(const uint8_t* p) {
+    const __m512i v = _mm512_loadu_si512(p);
+    wl = _mm512_slli_epi16(v, 8);
+    wh = _mm512_and_si512(v, hi_mask);
+  }
+  template <int Q>
+  __m512i trit() const {
+    constexpr short kPow[5] = {1, 3, 9, 27, 81};
+    __m512i a = wl, b = wh;
+    if constexpr (Q > 0) {
+      a = _mm512_mullo_epi16(a, _mm512_set1_epi16(kPow[Q]));
+      b = _mm512_mullo_epi16(b, _mm512_set1_epi16(kPow[Q]));
+    }
+    const __m512i lo = _mm512_mulhi_epu16(a, three);  // ((lo * 3^q mod 256) * 3) >> 8 in the low byte
+    const __m512i hi = _mm512_mulhi_epu16(b, k768);   // ... of the high byte, in the high byte
+    return _mm512_ternarylogic_epi32(lo, hi, hi_mask, 0xF8);  // lo | (hi & 0xFF00)
+  }
+  // The 2-bit tail of a group: codes of k-steps 30 and 31.
+  void tail(const uint8_t* p, __m512i* c0, __m512i* c1) const {
+    // Lanes 0-31 get the 32 tail bytes, lanes 32-63 the same bytes shifted right by 4.
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i v = _mm512_inserti64x4(_mm512_inserti64x4(_mm512_setzero_si512(), y, 0), _mm256_srli_epi16(y, 4), 1);
+    *c0 = _mm512_and_si512(v, m3);
+    *c1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
+  }
+};
+
+void gemv_tq1(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
+  const int64_t G = w.kp / 128;
+  Tq1Decoder d;
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* blk = w.codes + (t * G + g) * TernaryTQ1::kGroupBytes;
+    const int8_t* xg = xp + g * 128;
+    for (int s = 0; s < 6; ++s) {
+      d.load(blk + 64 * s);
+      const int8_t* xs = xg + 20 * s;
+      a0 = dp(a0, d.trit<0>(), xs);
+      a1 = dp(a1, d.trit<1>(), xs + 4);
+      a2 = dp(a2, d.trit<2>(), xs + 8);
+      a3 = dp(a3, d.trit<3>(), xs + 12);
+      a4 = dp(a4, d.trit<4>(), xs + 16);
+    }
+    __m512i c0, c1;
+    d.tail(blk + 384, &c0, &c1);
+    a0 = dp(a0, c0, xg + 120);
+    a1 = dp(a1, c1, xg + 124);
+  }
+  const __m512i s = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(_mm512_add_epi32(a2, a3), a4));
+  _mm512_storeu_si512(out, s);
+}
+
+void decode_tq1(const TernaryView& w, int64_t t, uint8_t* out) {
+  const int64_t G = w.kp / 128;
+  Tq1Decoder d;
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* blk = w.codes + (t * G + g) * TernaryTQ1::kGroupBytes;
+    uint8_t* o = out + g * 32 * 64;
+    for (int s = 0; s < 6; ++s) {
+      d.load(blk + 64 * s);
+      uint8_t* os = o + 5 * s * 64;
+      _mm512_store_si512(os, d.trit<0>());
+      _mm512_store_si512(os + 64, d.trit<1>());
+      _mm512_store_si512(os + 128, d.trit<2>());
+      _mm512_store_si512(os + 192, d.trit<3>());
+      _mm512_store_si512(os + 256, d.trit<4>());
+    }
+    __m512i c0, c1;
+    d.tail(blk + 384, &c0, &c1);
+    _mm512_store_si512(o + 30 * 64, c0);
+    _mm512_store_si512(o + 31 * 64, c1);
+  }
+}
+
+// ---- bitcos ----------------------------------------------------------------------------------------
+// 64 sign bits starting at bit `pos` of the stream (two aligned word loads + a 128-bit funnel shift).
+inline uint64_t sign_window(const uint64_t* signs, uint64_t pos) {
+  const uint64_t i = pos >> 6;
+  const unsigned __int128 v = (static_cast<unsigned __int128>(signs[i + 1]) << 64) | signs[i];
+  return static_cast<uint64_t>(v >> (pos & 63));
+}
+
+struct BitcosDecoder {
+  __m512i ones = _mm512_set1_epi8(1), twos = _mm512_set1_epi8(2), zero = _mm512_setzero_si512();
+  const uint64_t* signs;
+  uint64_t pos;
+  // Codes of one k-step: 2 where present, then 0 where present and negative (pdep puts the compacted sign
+  // bits onto the set bitmap bits), 1 elsewhere.
+  __m512i step(uint64_t present) {
+    const uint64_t neg = _pdep_u64(sign_window(signs, pos), present);
+    pos += static_cast<uint64_t>(_mm_popcnt_u64(present));
+    const __m512i c = _mm512_mask_mov_epi8(ones, _cvtu64_mask64(present), twos);
+    return _mm512_mask_mov_epi8(c, _cvtu64_mask64(neg), zero);
+  }
+};
+
+void gemv_bitcos(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* sign_pos,
+                 int32_t* out) {
+  const int64_t steps = w.kp / 4;
+  const uint64_t* bm = w.bitmap + t * steps;
+  BitcosDecoder d;
+  d.signs = w.signs;
+  d.pos = *sign_pos;
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t s = g0 * 32; s < g1 * 32; s += 4) {
+    a0 = dp(a0, d.step(bm[s]), xp + 4 * s);
+    a1 = dp(a1, d.step(bm[s + 1]), xp + 4 * s + 4);
+    a2 = dp(a2, d.step(bm[s + 2]), xp + 4 * s + 8);
+    a3 = dp(a3, d.step(bm[s + 3]), xp + 4 * s + 12);
+  }
+  *sign_pos = d.pos;
+  _mm512_storeu_si512(out, _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+}
+
+void decode_bitcos(const TernaryView& w, int64_t t, uint8_t* out) {
+  const int64_t steps = w.kp / 4;
+  const uint64_t* bm = w.bitmap + t * steps;
+  BitcosDecoder d;
+  d.signs = w.signs;
+  d.pos = w.sign_offsets[t];
+  for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(out + s * 64, d.step(bm[s]));
+}
+
+// ---- dispatch by format ------------------------------------------------------------------------------
+void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* pos,
+               int32_t* out) {
+  switch (w.fmt) {
+    case TernaryFormat::kI2: return gemv_i2(w, t, g0, g1, xp, pos, out);
+    case TernaryFormat::kTQ1: return gemv_tq1(w, t, g0, g1, xp, pos, out);
+    case TernaryFormat::kBitcos: return gemv_bitcos(w, t, g0, g1, xp, pos, out);
+    case TernaryFormat::kInt8: break;
+  }
+}
+
+void decode_tile(const TernaryView& w, int64_t t, uint8_t* out) {
+  switch (w.fmt) {
+    case TernaryFormat::kI2: return decode_i2(w, t, out);
+    case TernaryFormat::kTQ1: return decode_tq1(w, t, out);
+    case TernaryFormat::kBitcos: return decode_bitcos(w, t, out);
+    case TernaryFormat::kInt8: break;
+  }
+}
+
+// ---- GEMM microkernel: MB rows of x against one decoded tile -----------------------------------------
+template <int MB>
+void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int32_t* out) {
+  // Few rows: two accumulator sets over even / odd k-steps hide the vpdpbusd latency.
+  constexpr int kSets = MB <= 4 ? 2 : 1;
+  __m512i acc[kSets][MB];
+  for (int u = 0; u < kSets; ++u)
+    for (int i = 0; i < MB; ++i) acc[u][i] = _mm512_setzero_si512();
+  for (int64_t s = s0; s < s1; s += kSets) {
+    for (int u = 0; u < kSets; ++u) {
+      const __m512i wv = _mm512_load_si512(codes + (s + u) * 64);
+      for (int i = 0; i < MB; ++i) acc[u][i] = dp(acc[u][i], wv, xp + i * ldx + 4 * (s + u));
+    }
+  }
+  for (int i = 0; i < MB; ++i) {
+    __m512i a = acc[0][i];
+    if constexpr (kSets == 2) a = _mm512_add_epi32(a, acc[1][i]);
+    _mm512_storeu_si512(out + 16 * i, a);
+  }
+}
+
+void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb, int32_t* out) {
+  switch (mb) {
+#define TRITIUM_MM_CASE(n) \
+  case n: return mm<n>(codes, s0, s1, xp, ldx, out);
+    TRITIUM_MM_CASE(1) TRITIUM_MM_CASE(2) TRITIUM_MM_CASE(3) TRITIUM_MM_CASE(4) TRITIUM_MM_CASE(5)
+    TRITIUM_MM_CASE(6) TRITIUM_MM_CASE(7) TRITIUM_MM_CASE(8) TRITIUM_MM_CASE(9) TRITIUM_MM_CASE(10)
+    TRITIUM_MM_CASE(11) TRITIUM_MM_CASE(12) TRITIUM_MM_CASE(13) TRITIUM_MM_CASE(14) TRITIUM_MM_CASE(15)
+    TRITIUM_MM_CASE(16)
+#undef TRITIUM_MM_CASE
+    default: break;
+  }
+}
+
+}  // namespace
+
+const TernaryIsa& ternary_isa_avx512() {
+  static const TernaryIsa isa{&gemv_tile, &decode_tile, &mm_codes, 16};
+  return isa;
+}
+
+}  // namespace tritium::cpu::detail

@@ -1,0 +1,145 @@
+// Drives the tiled ternary kernels: activation padding, the code-sum correction, threading over tiles,
+// GEMV (M = 1, streaming) vs GEMM (M >= 2, decode a tile once, reuse it for all rows of x), and the
+// group-scale combination (done here, in plain scalar code, so that every path rounds identically).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/ternary_kernels.h"
+
+namespace tritium::cpu {
+namespace {
+
+// x [M, K] copied into xp [M, kp] with zero padding, and per-group sums sumx [M, G] of x.
+struct PaddedX {
+  std::vector<int8_t> xp;
+  std::vector<int32_t> sumx;
+};
+
+PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M) {
+  const int64_t K = w.k, kp = w.kp, G = w.groups();
+  PaddedX p;
+  p.xp.assign(static_cast<size_t>(M * kp + 64), 0);  // +64: slack for vector broadcasts
+  p.sumx.assign(static_cast<size_t>(M * G), 0);
+  for (int64_t m = 0; m < M; ++m) {
+    std::memcpy(p.xp.data() + m * kp, x + m * K, static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) p.sumx[m * G + k / kTernaryGroupK] += x[m * K + k];
+  }
+  return p;
+}
+
+const detail::TernaryIsa& isa_for(KernelPath path) {
+  return path == KernelPath::kAvx512 ? detail::ternary_isa_avx512() : detail::ternary_isa_avx2();
+}
+
+void check_view(const TernaryView& w) {
+  if (w.fmt == TernaryFormat::kInt8) fail("ternary kernels: the int8 format has no tiled kernels");
+}
+
+// 64-byte aligned scratch for one decoded tile: [kp / 4][64] codes.
+struct CodeBuffer {
+  explicit CodeBuffer(int64_t kp) : raw(static_cast<size_t>(16 * kp + 64)) {
+    const auto a = reinterpret_cast<uintptr_t>(raw.data());
+    data = raw.data() + ((64 - a % 64) % 64);
+  }
+  std::vector<uint8_t> raw;
+  uint8_t* data;
+};
+
+}  // namespace
+
+void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t* acc) {
+  check_view(w);
+  if (M <= 0) return;
+  const KernelPath path = cpu_kernel_path();
+  if (path == KernelPath::kRef) return detail::ternary_gemm_i32_ref(w, x, M, acc);
+  const detail::TernaryIsa& isa = isa_for(path);
+  const int64_t N = w.n, kp = w.kp, G = w.groups();
+  const PaddedX px = pad_activations(w, x, M);
+  auto store = [&](int64_t t, int64_t m, const int32_t* out) {
+    int32_t sx = 0;
+    for (int64_t g = 0; g < G; ++g) sx += px.sumx[m * G + g];
+    for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) acc[m * N + t * 16 + r] = out[r] - sx;
+  };
+  if (M == 1) {
+    parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
+      alignas(64) int32_t out[16];
+      for (int64_t t = t0; t < t1; ++t) {
+        uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
+        isa.gemv_tile(w, t, 0, G, px.xp.data(), &pos, out);
+        store(t, 0, out);
+      }
+    });
+    return;
+  }
+  parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
+    CodeBuffer codes(kp);
+    std::vector<int32_t> out(static_cast<size_t>(16 * isa.max_mb));
+    for (int64_t t = t0; t < t1; ++t) {
+      isa.decode_tile(w, t, codes.data);
+      for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
+        const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
+        isa.mm_codes(codes.data, 0, kp / 4, px.xp.data() + m0 * kp, kp, mb, out.data());
+        for (int i = 0; i < mb; ++i) store(t, m0 + i, out.data() + 16 * i);
+      }
+    }
+  });
+}
+
+void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const float* group_scales, float* y) {
+  check_view(w);
+  if (M <= 0) return;
+  const KernelPath path = cpu_kernel_path();
+  if (path == KernelPath::kRef) return detail::ternary_gemm_f32_ref(w, x, act_scale, M, group_scales, y);
+  const detail::TernaryIsa& isa = isa_for(path);
+  const int64_t N = w.n, kp = w.kp, G = w.groups();
+  const PaddedX px = pad_activations(w, x, M);
+  // s[i][r] += group_scale * (code sum - x sum): the same float operations, in the same order, as the ref.
+  auto accumulate = [&](int64_t t, int64_t g, int64_t m, const int32_t* out, float* s) {
+    for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) {
+      const int32_t a = out[r] - px.sumx[m * G + g];
+      s[r] += group_scales[(t * 16 + r) * G + g] * static_cast<float>(a);
+    }
+  };
+  auto finish = [&](int64_t t, int64_t m, const float* s) {
+    for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) y[m * N + t * 16 + r] = act_scale[m] * s[r];
+  };
+  if (M == 1) {
+    parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
+      alignas(64) int32_t out[16];
+      for (int64_t t = t0; t < t1; ++t) {
+        uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
+        float s[16] = {};
+        for (int64_t g = 0; g < G; ++g) {
+          isa.gemv_tile(w, t, g, g + 1, px.xp.data(), &pos, out);
+          accumulate(t, g, 0, out, s);
+        }
+        finish(t, 0, s);
+      }
+    });
+    return;
+  }
+  parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
+    CodeBuffer codes(kp);
+    std::vector<int32_t> out(static_cast<size_t>(16 * isa.max_mb));
+    std::vector<float> s(static_cast<size_t>(16 * isa.max_mb));
+    for (int64_t t = t0; t < t1; ++t) {
+      isa.decode_tile(w, t, codes.data);
+      for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
+        const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
+        std::fill(s.begin(), s.end(), 0.0f);
+        for (int64_t g = 0; g < G; ++g) {
+          isa.mm_codes(codes.data, g * 32, (g + 1) * 32, px.xp.data() + m0 * kp, kp, mb, out.data());
+          for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out.data() + 16 * i, s.data() + 16 * i);
+        }
+        for (int i = 0; i < mb; ++i) finish(t, m0 + i, s.data() + 16 * i);
+      }
+    }
+  });
+}
+
+}  // namespace tritium::cpu
