@@ -318,3 +318,43 @@ TEST(Tokenizer, SplitBehaviors) {
   bl->apply(pieces);
   EXPECT_EQ(pieces, (V{"ĠHello", "Ġworld", "'s", "Ġ42"}));
 }
+
+TEST(Tokenizer, LongRunsRoundTrip) {
+  // Long single pre-tokens (a 210k-letter word, a 200k-space run, 50k CJK chars) stress the BPE heap and
+  // the regex; byte-level BPE is lossless, so decode must give the input back.
+  std::string word, spaces = "x" + std::string(200000, ' ') + "y", cjk;
+  for (int i = 0; i < 70000; ++i) word += "the";
+  for (int i = 0; i < 50000; ++i) cjk += "語";
+  for (const std::string* s : {&word, &spaces, &cjk}) {
+    const auto ids = tiny().encode(*s, false);
+    if (s != &cjk) {
+      EXPECT_LT(ids.size(), s->size() / 2);  // merges did happen
+    }
+    EXPECT_EQ(tiny().decode(ids, false), *s);
+  }
+}
+
+TEST(Tokenizer, AddedTokenFlags) {
+  // Letters + space as a char-level vocab; added tokens exercise lstrip / rstrip / single_word / normalized.
+  const std::string j = R"({
+    "normalizer": {"type": "NFC"},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, " ": 2, "c": 3, "t": 4, "e": 5, "\u0301": 6}, "merges": []},
+    "added_tokens": [
+      {"id": 10, "content": "<l>", "lstrip": true, "special": true},
+      {"id": 11, "content": "<r>", "rstrip": true, "special": true},
+      {"id": 12, "content": "cat", "single_word": true, "normalized": false},
+      {"id": 13, "content": "\u00e9", "normalized": true},
+      {"id": 14, "content": "<l><r>", "special": true}
+    ]})";
+  auto t = Tokenizer::from_file(write_temp("flags", j));
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(t->encode("a  <l>b", false), (V{0, 10, 1}));
+  EXPECT_EQ(t->encode("a<r>  b", false), (V{0, 11, 1}));
+  EXPECT_EQ(t->encode("a <r> b", false), (V{0, 2, 11, 1}));
+  EXPECT_EQ(t->encode("a cat b", false), (V{0, 2, 12, 2, 1}));
+  EXPECT_EQ(t->encode("acat", false), (V{0, 3, 0, 4}));  // inside a word: not matched
+  EXPECT_EQ(t->encode("e\xcc\x81", false), (V{13}));     // NFC first, then the normalized added token
+  EXPECT_EQ(t->encode("<l><r>", false), (V{14}));        // longest match wins
+  EXPECT_EQ(t->decode({0, 10, 13, 1}, true), "a é b");  // no decoder: tokens joined with spaces
+  EXPECT_EQ(t->vocab_size(), 15);
+}
