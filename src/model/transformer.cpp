@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 
 namespace tritium {
@@ -41,39 +42,13 @@ size_t Transformer::weight_bytes() const {
 }
 
 void Transformer::attention(const BatchChunk& c, int layer, const float* q, KvCache& cache, float* out) const {
-  const int H = config_.num_heads, KVH = config_.num_kv_heads, D = config_.head_dim;
-  const int group = H / KVH;
   const int64_t T = static_cast<int64_t>(c.tokens.size());
   const int64_t ctx = c.start_pos + T;
-  const int kvd = config_.kv_dim();
+  const int64_t kvd = config_.kv_dim();
   std::vector<float> kbuf(static_cast<size_t>(ctx * kvd)), vbuf(static_cast<size_t>(ctx * kvd));
   cache.gather(layer, c.block_table.data(), ctx, kbuf.data(), vbuf.data());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const int64_t qstride = static_cast<int64_t>(H) * D;
-  parallel_for(static_cast<int64_t>(H) * T, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(ctx));
-    for (int64_t idx = b; idx < e; ++idx) {
-      const int h = static_cast<int>(idx / T);
-      const int64_t t = idx % T;
-      const int kh = h / group;
-      const float* qv = q + t * qstride + static_cast<int64_t>(h) * D;
-      const int64_t n = c.start_pos + t + 1;  // causal: positions 0..start_pos+t
-      for (int64_t p = 0; p < n; ++p) {
-        const float* kv = kbuf.data() + p * kvd + static_cast<int64_t>(kh) * D;
-        float s = 0.0f;
-        for (int d = 0; d < D; ++d) s += qv[d] * kv[d];
-        scores[p] = s * scale;
-      }
-      cpu::softmax(scores.data(), n);
-      float* o = out + t * qstride + static_cast<int64_t>(h) * D;
-      std::memset(o, 0, sizeof(float) * D);
-      for (int64_t p = 0; p < n; ++p) {
-        const float w = scores[p];
-        const float* vv = vbuf.data() + p * kvd + static_cast<int64_t>(kh) * D;
-        for (int d = 0; d < D; ++d) o[d] += w * vv[d];
-      }
-    }
-  });
+  cpu::attention_causal(q, kbuf.data(), vbuf.data(), out, T, c.start_pos, config_.num_heads, config_.num_kv_heads,
+                        config_.head_dim);
 }
 
 void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) const {
