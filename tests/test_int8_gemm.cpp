@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -156,4 +157,11 @@ TEST(Int8Gemm, KernelNames) {
   EXPECT_EQ(int8_kernel_name(Int8Kernel::kAvx2), "avx2");
   EXPECT_EQ(int8_kernel_name(Int8Kernel::kAvx512), "avx512");
   EXPECT_TRUE(int8_kernel_supported(int8_default_kernel()));
+  EXPECT_EQ(parse_int8_kernel("avx512"), Int8Kernel::kAvx512);
+  EXPECT_EQ(parse_int8_kernel("ref"), Int8Kernel::kRef);
+  EXPECT_THROW(parse_int8_kernel("neon", "TRITIUM_KERNEL"), Error);
+  // TRITIUM_KERNEL, when the test runner sets it, must be what the default resolves to.
+  if (const char* env = std::getenv("TRITIUM_KERNEL"); env && *env) {
+    EXPECT_EQ(int8_default_kernel(), parse_int8_kernel(env));
+  }
 }

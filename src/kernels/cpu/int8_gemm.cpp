@@ -29,16 +29,19 @@ bool int8_kernel_supported(Int8Kernel k) {
   return false;
 }
 
+Int8Kernel parse_int8_kernel(std::string_view s, std::string_view what) {
+  if (s == "ref") return Int8Kernel::kRef;
+  if (s == "avx2") return Int8Kernel::kAvx2;
+  if (s == "avx512") return Int8Kernel::kAvx512;
+  fail("{}='{}' is not one of ref, avx2, avx512", what, s);
+}
+
 namespace {
 Int8Kernel pick_kernel() {
   const char* env = std::getenv("TRITIUM_KERNEL");
   if (env != nullptr && *env != '\0') {
     const std::string v(env);
-    Int8Kernel k;
-    if (v == "ref") k = Int8Kernel::kRef;
-    else if (v == "avx2") k = Int8Kernel::kAvx2;
-    else if (v == "avx512") k = Int8Kernel::kAvx512;
-    else fail("TRITIUM_KERNEL='{}' is not one of ref, avx2, avx512", v);
+    const Int8Kernel k = parse_int8_kernel(v, "TRITIUM_KERNEL");
     TRITIUM_CHECK(int8_kernel_supported(k), "TRITIUM_KERNEL={}: this CPU does not support it", v);
     return k;
   }

@@ -30,6 +30,9 @@ enum class Int8Kernel { kRef, kAvx2, kAvx512 };
 /// "ref" / "avx2" / "avx512".
 std::string_view int8_kernel_name(Int8Kernel k);
 
+/// Parses "ref" / "avx2" / "avx512"; throws tritium::Error naming `what` otherwise.
+Int8Kernel parse_int8_kernel(std::string_view s, std::string_view what = "kernel");
+
 /// Whether this CPU can run the variant (kRef always; checks __builtin_cpu_supports).
 bool int8_kernel_supported(Int8Kernel k);
 
