@@ -1,0 +1,138 @@
+// int8 GEMV/GEMM kernels vs an fp32 baseline (AVX-512 FMA, same 4-row tiling) on transformer shapes.
+// Args: N (out features), K (in features), M (tokens; 1 = GEMV). Single thread unless
+// TRITIUM_BENCH_THREADS is set. Counters: GB/s of weight bytes streamed, GOPS (2*M*N*K / time).
+// GCC 12: false -Wmaybe-uninitialized inside avx512fintrin.h reduce helpers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/int8_gemm.h"
+#include "quant/int8/int8_linear.h"
+
+using namespace tritium;
+
+namespace {
+
+void setup_threads() {
+  const char* t = std::getenv("TRITIUM_BENCH_THREADS");
+  set_num_threads(t ? std::atoi(t) : 1);
+}
+
+__attribute__((target("avx512f,fma"))) void gemm_f32_baseline(const float* x, const float* w, int64_t M,
+                                                              int64_t N, int64_t K, float* y, int64_t n0,
+                                                              int64_t n1) {
+  const int64_t K16 = K & ~int64_t{15};
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const float *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+    for (int64_t m = 0; m < M; ++m) {
+      const float* xr = x + m * K;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t k = 0; k < K16; k += 16) {
+        const __m512 xv = _mm512_loadu_ps(xr + k);
+        a0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w0 + k), a0);
+        a1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w1 + k), a1);
+        a2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w2 + k), a2);
+        a3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w3 + k), a3);
+      }
+      float* o = y + m * N + n;
+      o[0] = _mm512_reduce_add_ps(a0);
+      o[1] = _mm512_reduce_add_ps(a1);
+      o[2] = _mm512_reduce_add_ps(a2);
+      o[3] = _mm512_reduce_add_ps(a3);
+      for (int64_t k = K16; k < K; ++k) {
+        o[0] += xr[k] * w0[k];
+        o[1] += xr[k] * w1[k];
+        o[2] += xr[k] * w2[k];
+        o[3] += xr[k] * w3[k];
+      }
+    }
+  }
+  for (; n < n1; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      float s = 0;
+      for (int64_t k = 0; k < K; ++k) s += x[m * K + k] * w[n * K + k];
+      y[m * N + n] = s;
+    }
+}
+
+void counters(benchmark::State& st, int64_t M, int64_t N, int64_t K, double wbytes) {
+  st.counters["GB/s"] = benchmark::Counter(wbytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GOPS"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+void BM_Int8(benchmark::State& st, Int8Kernel kern) {
+  if (!int8_kernel_supported(kern)) {
+    st.SkipWithError("kernel not supported");
+    return;
+  }
+  setup_threads();
+  const int64_t N = st.range(0), K = st.range(1), M = st.range(2);
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> d(-127, 127);
+  std::vector<int8_t> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K));
+  for (auto& v : x) v = static_cast<int8_t>(d(rng));
+  for (auto& v : w) v = static_cast<int8_t>(d(rng));
+  std::vector<int32_t> rs(static_cast<size_t>(N)), acc(static_cast<size_t>(M * N));
+  int8_row_sums(w.data(), N, K, rs.data());
+  for (auto _ : st) {
+    gemm_s8s8_s32(x.data(), w.data(), rs.data(), M, N, K, acc.data(), kern);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  counters(st, M, N, K, static_cast<double>(N * K));
+}
+
+void BM_Fp32(benchmark::State& st) {
+  setup_threads();
+  const int64_t N = st.range(0), K = st.range(1), M = st.range(2);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K)), y(static_cast<size_t>(M * N));
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = u(rng);
+  for (auto _ : st) {
+    parallel_for(N, 32, [&](int64_t n0, int64_t n1) { gemm_f32_baseline(x.data(), w.data(), M, N, K, y.data(), n0, n1); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  counters(st, M, N, K, 4.0 * static_cast<double>(N * K));
+}
+
+// Whole Int8Linear forward (activation quantization + GEMM + dequantization [+ outlier path]).
+void BM_Linear(benchmark::State& st, Int8Method method) {
+  setup_threads();
+  const int64_t N = st.range(0), K = st.range(1), M = st.range(2);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K)), y(static_cast<size_t>(M * N));
+  for (auto& v : x) v = g(rng);
+  for (auto& v : w) v = 0.02f * g(rng);
+  for (int64_t m = 0; m < M; ++m) x[m * K + 7] *= 30.0f;  // one outlier feature, as in real models
+  Int8Linear lin(method, w.data(), N, K);
+  for (auto _ : st) {
+    lin.forward(x.data(), M, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  counters(st, M, N, K, static_cast<double>(N * K));
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 256}, {768, 256}, {2560, 2560}, {6912, 2560}})
+    for (int64_t m : {1, 16, 64}) b->Args({n, k, m});
+  b->ArgNames({"N", "K", "M"});
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_Int8, ref, Int8Kernel::kRef)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Int8, avx2, Int8Kernel::kAvx2)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Int8, avx512, Int8Kernel::kAvx512)->Apply(shapes);
+BENCHMARK(BM_Fp32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Linear, vectorwise, Int8Method::kVectorwise)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Linear, llm_int8, Int8Method::kLlmInt8)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Linear, weight_only, Int8Method::kWeightOnly)->Apply(shapes);
+BENCHMARK_MAIN();
