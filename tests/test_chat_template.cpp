@@ -72,8 +72,10 @@ TEST(ChatTemplate, MatchesJinja2ReferenceCases) {
     } else {
       std::string err = error_of(c["template"], c["context"]);
       EXPECT_NE(err, "<no error>") << name;
-      if (name == "raise_in_branch") {
-        EXPECT_EQ(err, c["error"].get<std::string>());
+      // raise_exception messages must come through verbatim; other errors only need to happen.
+      const std::string ref = c["error"];
+      if (ref.find("is undefined") == std::string::npos) {
+        EXPECT_EQ(err, ref) << name;
       }
     }
   }
