@@ -263,3 +263,41 @@ TEST(ChatTemplate, LoaderReadsTokenizerConfigForms) {
   }
   fs::remove_all(dir);
 }
+
+// Robustness: random mutations of the reference templates must either render or throw tritium::Error
+// (never another exception type, never a crash; run under ASan/UBSan too).
+TEST(ChatTemplate, MutatedTemplatesFailCleanly) {
+  auto cases = read_json(kData / "template" / "jinja_cases.json");
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  auto next = [&rng]() {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  const std::string alphabet = "{}%#-+()[]'\"|.,=:~ \nabx01";
+  int rendered = 0, rejected = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const auto& c = cases[next() % cases.size()];
+    std::string src = c["template"];
+    int edits = 1 + static_cast<int>(next() % 3);
+    for (int k = 0; k < edits && !src.empty(); ++k) {
+      size_t pos = next() % src.size();
+      switch (next() % 3) {
+        case 0: src.erase(pos, 1 + next() % 3); break;
+        case 1: src.insert(pos, 1, alphabet[next() % alphabet.size()]); break;
+        default: src[pos] = alphabet[next() % alphabet.size()];
+      }
+    }
+    try {
+      ChatTemplate::from_string(src).render(c["context"]);
+      ++rendered;
+    } catch (const tritium::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "non-tritium exception " << e.what() << " for template:\n" << src;
+    }
+  }
+  EXPECT_GT(rendered, 100);
+  EXPECT_GT(rejected, 100);
+}

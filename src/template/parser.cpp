@@ -437,7 +437,11 @@ class Parser {
       case TT::Float: {
         advance();
         auto e = make(Expr::Kind::Literal, tok);
-        e->value = Value(std::stod(tok.value));
+        try {
+          e->value = Value(std::stod(tok.value));
+        } catch (const std::exception&) {
+          error(tok, "float literal out of range");
+        }
         return e;
       }
       case TT::Op: {
@@ -494,7 +498,11 @@ class Parser {
           auto g = make(Expr::Kind::GetItem, at);
           g->args.push_back(std::move(e));
           auto idx = make(Expr::Kind::Literal, cur());
-          idx->value = Value(static_cast<int64_t>(std::stoll(cur().value)));
+          try {
+            idx->value = Value(static_cast<int64_t>(std::stoll(cur().value)));
+          } catch (const std::exception&) {
+            error(cur(), "integer literal out of range");
+          }
           advance();
           g->args.push_back(std::move(idx));
           e = std::move(g);
