@@ -17,6 +17,12 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("-m,--model", o.model_dir, "Hugging Face model folder or tritium model (default: bundled tiny-bitnet)");
   app->add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
   app->add_option("--weights", o.weights, "ternary weight format for BitNet models: auto, int8, i2, tq1, bitcos");
+  app->add_option("--quant", o.quant,
+                  "quantize a 16/32-bit model's projections at load: int8-absmax, int8-zeropoint, int8-rowwise, "
+                  "int8-vectorwise, llm-int8, int8-weight-only, ternary-absmean, ternary-absmean-g128, "
+                  "ternary-threshold");
+  app->add_option("--outlier-threshold", o.outlier_threshold, "LLM.int8() outlier threshold alpha (default 6.0)");
+  app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
 }
 
 std::string resolve_model_dir(const std::string& m) {
@@ -41,7 +47,9 @@ std::string resolve_model_dir(const std::string& m) {
   fail("no model given (-m) and the bundled models/tiny-bitnet was not found");
 }
 
-TernaryFormat auto_ternary_format() { return TernaryFormat::kInt8; }
+// i2 streams at memory bandwidth on AVX2/AVX-512 CPUs; bitcos is decode-bound on a core of its own
+// (bench/RESULTS.md, "Ternary CPU kernels"), so the fastest format on this kind of machine is i2.
+TernaryFormat auto_ternary_format() { return TernaryFormat::kI2; }
 
 LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   set_num_threads(o.threads);
@@ -50,6 +58,9 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadOptions lo;
   lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
+  lo.quant = o.quant;
+  lo.outlier_threshold = o.outlier_threshold;
+  lo.ternary_threshold = o.ternary_threshold;
   lm.model = load_transformer(lm.dir, lo);
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";

@@ -16,6 +16,9 @@ struct ModelOptions {
   std::string model_dir;  ///< -m; empty = the bundled tiny-bitnet
   int threads = 0;        ///< -t; 0 = all cores
   std::string weights = "auto";  ///< --weights: ternary storage format for BitNet models
+  std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
+  float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
+  float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
