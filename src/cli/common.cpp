@@ -25,6 +25,29 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
 }
 
+SamplingParams SamplingOptions::params() const {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repetition_penalty = repeat_penalty;
+  if (seed >= 0) {
+    p.seed = static_cast<uint64_t>(seed);
+    p.has_seed = true;
+  }
+  return p;
+}
+
+void add_sampling_options(CLI::App* app, SamplingOptions& o) {
+  app->add_option("--temp", o.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 30));
+  app->add_option("--top-p", o.top_p, "top-p / nucleus (1 = off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--min-p", o.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", o.repeat_penalty, "repetition penalty (1 = off)")->check(CLI::Range(0.01, 100.0));
+  app->add_option("--seed", o.seed, "RNG seed (default: random)");
+}
+
 std::string resolve_model_dir(const std::string& m) {
   if (!m.empty()) {
     if (!fs::exists(m)) fail("{}: model folder not found", m);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/loader.h"
+#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tritium::cli {
@@ -22,6 +23,15 @@ struct ModelOptions {
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
+
+/// Sampling options shared by generate and chat (llama.cpp names).
+struct SamplingOptions {
+  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  int top_k = 40;
+  int64_t seed = -1;  ///< < 0: random
+  SamplingParams params() const;
+};
+void add_sampling_options(CLI::App* app, SamplingOptions& o);
 
 /// Resolves -m: the given folder, or the bundled models/tiny-bitnet (next to the working directory, the
 /// executable, or the source tree). Throws tritium::Error when nothing is found.
