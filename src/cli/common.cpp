@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "runtime/cuda_backend.h"
 
 namespace fs = std::filesystem;
 
@@ -17,6 +18,7 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("-m,--model", o.model_dir, "Hugging Face model folder or tritium model (default: bundled tiny-bitnet)");
   app->add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
   app->add_option("--weights", o.weights, "ternary weight format for BitNet models: auto, int8, i2, tq1, bitcos");
+  app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
 }
 
 std::string resolve_model_dir(const std::string& m) {
@@ -51,6 +53,14 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   LoadOptions lo;
   lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
   lm.model = load_transformer(lm.dir, lo);
+  if (o.device.rfind("cuda", 0) == 0) {
+    CudaOptions co;
+    if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
+    else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+    lm.model->set_backend(make_cuda_backend(*lm.model, co));
+  } else if (o.device != "cpu") {
+    fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+  }
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
     if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());

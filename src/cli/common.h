@@ -16,6 +16,7 @@ struct ModelOptions {
   std::string model_dir;  ///< -m; empty = the bundled tiny-bitnet
   int threads = 0;        ///< -t; 0 = all cores
   std::string weights = "auto";  ///< --weights: ternary storage format for BitNet models
+  std::string device = "cpu";    ///< --device: cpu or cuda[:N]
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
