@@ -32,9 +32,10 @@ int run(const PplArgs& a) {
   if (c.bos_token_id) po.bos_id = *c.bos_token_id;
   else if (lm.tokenizer->bos_id()) po.bos_id = *lm.tokenizer->bos_id();
   else po.prepend_bos = false;
-  fmt::print(stderr, "perplexity: {} tokens, ctx {}, scoring positions {}..{} of each chunk\n", tokens.size(),
-             a.ctx, a.ctx / 2, a.ctx - 2);
-  PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [](int i, int n, double ppl) {
+  PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [&](int i, int n, double ppl) {
+    if (i == 1)
+      fmt::print(stderr, "perplexity: {} tokens, ctx {}, {} chunks, scoring positions {}..{} of each chunk\n",
+                 tokens.size(), a.ctx, n, a.ctx / 2, a.ctx - 2);
     fmt::print(stderr, "[{}/{}] {:.4f}\n", i, n, ppl);
   });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
