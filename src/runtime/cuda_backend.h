@@ -37,3 +37,22 @@ std::string cuda_device_name(int device = 0);
 std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer& model, const CudaOptions& opts = {});
 
 }  // namespace tritium
+
+namespace tritium {
+
+struct CudaKernelBenchOptions {
+  int device = 0;
+  int launches = 100;                  ///< launches captured in one CUDA graph; time = graph time / launches
+  int reps = 5;                        ///< graph replays timed; the median is reported
+  size_t rotate_bytes = size_t{512} << 20;  ///< weights are rotated over copies totalling at least this (cold L2)
+};
+
+/// Times the CUDA kernels on the BitNet b1.58 2B4T projection shapes (2560x2560, 3840x2560, 13824x2560,
+/// 2560x6912, 128256x2560) at batch 1, 4, 16 and 512 against cuBLAS bf16 on the same shapes, plus the copy
+/// bandwidth measured in the same run, and returns a markdown report. Throws tritium::Error without CUDA.
+std::string cuda_kernel_bench(const CudaKernelBenchOptions& o);
+
+/// Device-to-device copy bandwidth in GB/s (bytes read + written, 2 GiB copied, median of 5). Throws without CUDA.
+double cuda_copy_bandwidth_gbs(int device = 0);
+
+}  // namespace tritium

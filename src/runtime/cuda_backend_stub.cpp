@@ -13,3 +13,11 @@ std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer&, const Cuda
 
 }  // namespace tritium
 #endif
+#if !TRITIUM_HAVE_CUDA
+namespace tritium {
+std::string cuda_kernel_bench(const CudaKernelBenchOptions&) {
+  fail("cuda-bench: this tritium was built without CUDA (configure with -DTRITIUM_CUDA=ON)");
+}
+double cuda_copy_bandwidth_gbs(int) { fail("cuda-bench: this tritium was built without CUDA"); }
+}  // namespace tritium
+#endif

@@ -45,7 +45,11 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
 #pragma unroll
   for (int i = 0; i < DL; ++i) o[i] = 0.0f;
 
-  for (int p0 = grp; p0 < n; p0 += 64) {
+  // The loop bound is uniform over the warp (its first group's start), so every lane reaches the shuffles
+  // below; positions past n are masked inside.
+  const int warp_first = grp & ~3;
+  for (int base = warp_first; base < n; base += 64) {
+    const int p0 = base + (grp & 3);
     float4 kv[2][DL / 4], vv[2][DL / 4];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {

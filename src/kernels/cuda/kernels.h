@@ -35,7 +35,7 @@ struct TernaryEpilogue {
 
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
 /// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
-/// kernel: 0 = automatic (dp4a GEMV for M <= 16, int8 MMA GEMM above), 1 = dp4a GEMV (M <= 16),
+/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise), 1 = dp4a GEMV (M <= 16),
 /// 2 = int8 tensor-core GEMM (any M). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
 /// row; 0 = automatic. Throws tritium::Error on bad arguments.
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,

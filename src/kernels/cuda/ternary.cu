@@ -23,9 +23,10 @@ __device__ __forceinline__ void store_result(const Epi& ep, int n, int m, int ro
     return;
   }
   const float sc = row < ep.e0 ? ep.s0 : (row < ep.e1 ? ep.s1 : ep.s2);
-  const float val = (static_cast<float>(v) * inv_s) * sc;
+  // Explicit rounding: no FMA contraction, so the result equals the CPU's (acc * inv_s) * scale (+ residual).
+  const float val = __fmul_rn(__fmul_rn(static_cast<float>(v), inv_s), sc);
   float* p = ep.y + static_cast<int64_t>(m) * ep.ldy + row;
-  if (ep.add) *p += val;
+  if (ep.add) *p = __fadd_rn(*p, val);
   else *p = val;
 }
 
@@ -206,7 +207,9 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   if (n <= 0 || np % 64 || np < n || kp <= 0 || kp % 64 || M <= 0) {
     check(cudaErrorInvalidValue, "ternary_matmul (bad shape)");
   }
-  if (kernel == 0) kernel = M <= 16 ? 1 : 2;
+  // Measured on the H200 (bench/RESULTS.md): the dp4a GEMV wins up to 8 tokens everywhere and up to 16 on the
+  // short matrices; the MMA GEMM wins above, and at 9..16 tokens on matrices of 8192 rows or more.
+  if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
   if (kernel == 1 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
   if (kernel == 2) {
     dim3 grid(np / 64, (M + 63) / 64);
