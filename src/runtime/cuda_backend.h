@@ -52,7 +52,7 @@ struct CudaKernelBenchOptions {
 /// bandwidth measured in the same run, and returns a markdown report. Throws tritium::Error without CUDA.
 std::string cuda_kernel_bench(const CudaKernelBenchOptions& o);
 
-/// Device-to-device copy bandwidth in GB/s (bytes read + written, 2 GiB copied, median of 5). Throws without CUDA.
+/// Device-to-device copy bandwidth in GB/s (bytes read + written, 2 GiB copied by a kernel, median of 5). Throws without CUDA.
 double cuda_copy_bandwidth_gbs(int device = 0);
 
 }  // namespace tritium

@@ -154,6 +154,12 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_bflo
     out[i] = __float2bfloat16_rn(x[i]);
 }
 
+__global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 int grid_for(int64_t total) {
   const int64_t b = (total + kThreads - 1) / kThreads;
   return static_cast<int>(b < 4096 ? (b > 0 ? b : 1) : 4096);
@@ -210,6 +216,16 @@ void to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream) {
   if (n <= 0) return;
   to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
   check_launch("to_bf16");
+}
+
+void copy_bytes(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+  if (bytes % 16) check(cudaErrorInvalidValue, "copy_bytes (size not a multiple of 16)");
+  int sms = 0, dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  copy_kernel<<<sms * 8, 256, 0, stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst),
+                                          static_cast<int64_t>(bytes / 16));
+  check_launch("copy_bytes");
 }
 
 }  // namespace tritium::cuda
