@@ -80,20 +80,21 @@ int run(const BenchArgs& a) {
   const double size_mib = static_cast<double>(model.weight_bytes()) / (1 << 20);
   const std::string name = std::filesystem::path(lm.dir).filename().string();
   const std::string fmt_name = model.layers().empty() ? "?" : model.layers()[0].qkv->format_name();
+  const std::string backend = model.backend() ? model.backend()->name() : "CPU";
   fmt::print("| model | size | weights | backend | threads | test | t/s |\n");
   fmt::print("| --- | ---: | --- | --- | ---: | ---: | ---: |\n");
   if (!pp_ts.empty()) {
     Stat s = stats(pp_ts);
-    fmt::print("| {} | {:.2f} MiB | {} | CPU | {} | pp{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name,
+    fmt::print("| {} | {:.2f} MiB | {} | {} | {} | pp{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name, backend,
                num_threads(), a.pp, s.mean, s.sd);
   }
   Stat tg{};
   if (!tg_ts.empty()) {
     tg = stats(tg_ts);
-    fmt::print("| {} | {:.2f} MiB | {} | CPU | {} | tg{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name,
+    fmt::print("| {} | {:.2f} MiB | {} | {} | {} | tg{} | {:.2f} ± {:.2f} |\n", name, size_mib, fmt_name, backend,
                num_threads(), a.tg, tg.mean, tg.sd);
   }
-  if (!a.no_roofline) {
+  if (!a.no_roofline && !model.backend()) {  // the CPU read bandwidth is no roofline for a GPU
     const double bw = measure_read_bandwidth_gbs(size_t{1} << 30, num_threads());
     const double bytes = static_cast<double>(model.weight_bytes_per_token());
     const double roof = bw * 1e9 / bytes;

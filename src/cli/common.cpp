@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "runtime/cuda_backend.h"
 
 namespace fs = std::filesystem;
 
@@ -23,6 +24,7 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
                   "ternary-threshold");
   app->add_option("--outlier-threshold", o.outlier_threshold, "LLM.int8() outlier threshold alpha (default 6.0)");
   app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
+  app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
 }
 
 SamplingParams SamplingOptions::params() const {
@@ -85,6 +87,14 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   lo.outlier_threshold = o.outlier_threshold;
   lo.ternary_threshold = o.ternary_threshold;
   lm.model = load_transformer(lm.dir, lo);
+  if (o.device.rfind("cuda", 0) == 0) {
+    CudaOptions co;
+    if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
+    else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+    lm.model->set_backend(make_cuda_backend(*lm.model, co));
+  } else if (o.device != "cpu") {
+    fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+  }
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
     if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());

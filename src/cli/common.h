@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
+  std::string device = "cpu";    ///< --device: cpu or cuda[:N]
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
