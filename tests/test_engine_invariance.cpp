@@ -337,7 +337,9 @@ TEST(EngineKvDtypes, QuantizedCachesRunAndStayClose) {
     EngineConfig cfg = small_cfg();
     cfg.kv_dtype = t;
     Engine eng(*m.model, *m.tok, cfg);
-    if (t == KvDType::kFP8E4M3 || t == KvDType::kI8) EXPECT_NE(eng.kv_spec().quant_scale, 1.0f);
+    if (t == KvDType::kFP8E4M3 || t == KvDType::kI8) {
+      EXPECT_NE(eng.kv_spec().quant_scale, 1.0f);
+    }
     auto h = eng.add_request(greedy(prompt, 8));
     eng.run_until_idle();
     auto ids = h->wait_all().token_ids;
