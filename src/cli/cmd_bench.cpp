@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cli/bench_serve.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
@@ -116,7 +117,9 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("-n,--n-gen", a->tg, "generated tokens (tg test; 0 = skip)")->check(CLI::Range(0, 1 << 20));
   sub->add_option("-r,--repetitions", a->reps, "repetitions")->check(CLI::Range(1, 1000));
   sub->add_flag("--no-roofline", a->no_roofline, "skip the memory bandwidth measurement");
-  runners()[sub] = [a] { return run(*a); };
+  CLI::App* serve = nullptr;
+  auto run_serve = add_bench_serve(sub, &serve);
+  runners()[sub] = [=] { return serve->parsed() ? run_serve() : run(*a); };
 });
 
 }  // namespace tritium::cli
