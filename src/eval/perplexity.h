@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "model/transformer.h"
@@ -14,6 +15,9 @@ struct PerplexityOptions {
   int max_chunks = 0;  ///< 0 = all chunks
   int32_t bos_id = 0;
   bool prepend_bos = true;
+  /// Optional: sees the logits float32 [vocab] of every scored position and the token it predicts, in order
+  /// (used to save base distributions and for KL divergence).
+  std::function<void(std::span<const float> logits, int32_t target)> on_scored;
 };
 
 struct PerplexityResult {
