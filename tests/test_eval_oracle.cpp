@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,8 +64,21 @@ std::string qwen2_autotokenizer_dir(const std::string& model_dir) {
   return dir;
 }
 
+// Tolerances. tiny-qwen2 (float weights and activations): every loglikelihood within 1e-3 and the same argmax
+// everywhere. tiny-bitnet quantizes every linear layer's input per token (round(x * 127 / max|x|)): CPU and
+// CUDA float32 sums differ in the last bits, which moves some values across a rounding boundary, and the
+// flips compound over 8 layers; the same model's golden logits already differ from transformers by up to
+// 0.5 (mean 0.05, test_model_golden.cpp). So for BitNet the check is statistical: each loglikelihood within
+// 0.6, the mean deviation under 0.1, and the same choice wherever the oracle's margin exceeds twice that
+// tolerance (near-ties may flip).
+struct Tolerance {
+  double per_request;
+  double mean;
+  bool exact_accuracy;
+};
+
 void check_model(const std::string& name, const std::string& model_dir, const std::string& data_dir,
-                 double tol) {
+                 const Tolerance& tol) {
   const nlohmann::json g = golden()["models"][name];
   auto model = load_transformer(model_dir);
   const std::string tok_dir = name == "tiny-qwen2" ? qwen2_autotokenizer_dir(model_dir) : model_dir;
@@ -79,30 +93,55 @@ void check_model(const std::string& name, const std::string& model_dir, const st
     const TaskResult r = evaluate_task(*model, *tok, task, docs, EvalOptions{});
     ASSERT_EQ(r.n, n);
     const bool mc = eval_task_type(task) == TaskType::kMultipleChoice;
-    double acc_ref = 0, acc_norm_ref = 0;
+    double acc_ref = 0, acc_norm_ref = 0, sum_dev = 0;
+    int64_t requests = 0;
     for (int i = 0; i < n; ++i) {
       const auto ref = gt["ll"][i].get<std::vector<double>>();
       ASSERT_EQ(ref.size(), r.ll[i].size());
       for (size_t k = 0; k < ref.size(); ++k) {
-        EXPECT_NEAR(r.ll[i][k], ref[k], tol) << "doc " << i << " request " << k;
+        EXPECT_NEAR(r.ll[i][k], ref[k], tol.per_request) << "doc " << i << " request " << k;
         worst = std::max(worst, std::fabs(r.ll[i][k] - ref[k]));
+        sum_dev += std::fabs(r.ll[i][k] - ref[k]);
+        ++requests;
       }
       if (mc) {
-        acc_ref += pick(ref, docs[i].choices, false) == static_cast<size_t>(docs[i].gold);
-        acc_norm_ref += pick(ref, docs[i].choices, true) == static_cast<size_t>(docs[i].gold);
+        const size_t p = pick(ref, docs[i].choices, false), pn = pick(ref, docs[i].choices, true);
+        acc_ref += p == static_cast<size_t>(docs[i].gold);
+        acc_norm_ref += pn == static_cast<size_t>(docs[i].gold);
+        // Margin of the oracle's choice over the runner-up (plain and normalized).
+        double margin = INFINITY, margin_n = INFINITY;
+        for (size_t k = 0; k < ref.size(); ++k) {
+          if (k != p) margin = std::min(margin, ref[p] - ref[k]);
+          const double len_k = static_cast<double>(utf8_length(docs[i].choices[k]));
+          const double len_p = static_cast<double>(utf8_length(docs[i].choices[pn]));
+          if (k != pn) margin_n = std::min(margin_n, (ref[pn] - tol.per_request) / len_p -
+                                                         (ref[k] + tol.per_request) / len_k);
+        }
+        if (tol.exact_accuracy || margin > 2 * tol.per_request) {
+          EXPECT_EQ(r.per_example.at("acc")[i], p == static_cast<size_t>(docs[i].gold) ? 1.0 : 0.0) << "doc " << i;
+        }
+        if (tol.exact_accuracy || margin_n > 0) {
+          EXPECT_EQ(r.per_example.at("acc_norm")[i], pn == static_cast<size_t>(docs[i].gold) ? 1.0 : 0.0)
+              << "doc " << i;
+        }
       } else {
         acc_ref += gt["greedy"][i].get<int>();
         EXPECT_EQ(r.greedy[i][0], gt["greedy"][i].get<int>()) << "doc " << i;
       }
     }
-    EXPECT_DOUBLE_EQ(r.metrics.at("acc").value, acc_ref / n);
-    if (mc) EXPECT_DOUBLE_EQ(r.metrics.at("acc_norm").value, acc_norm_ref / n);
-    if (n == gt["n"].get<int>()) {  // full run: the oracle's own aggregates
-      EXPECT_NEAR(r.metrics.at("acc").value, gt["acc"].get<double>(), 1e-12);
+    EXPECT_LE(sum_dev / static_cast<double>(requests), tol.mean);
+    if (tol.exact_accuracy) {
+      EXPECT_DOUBLE_EQ(r.metrics.at("acc").value, acc_ref / n);
       if (mc) {
-        EXPECT_NEAR(r.metrics.at("acc_norm").value, gt["acc_norm"].get<double>(), 1e-12);
-      } else {
-        EXPECT_NEAR(r.metrics.at("perplexity").value / gt["ppl"].get<double>(), 1.0, 1e-4);
+        EXPECT_DOUBLE_EQ(r.metrics.at("acc_norm").value, acc_norm_ref / n);
+      }
+      if (n == gt["n"].get<int>()) {  // full run: the oracle's own aggregates
+        EXPECT_NEAR(r.metrics.at("acc").value, gt["acc"].get<double>(), 1e-12);
+        if (mc) {
+          EXPECT_NEAR(r.metrics.at("acc_norm").value, gt["acc_norm"].get<double>(), 1e-12);
+        } else {
+          EXPECT_NEAR(r.metrics.at("perplexity").value / gt["ppl"].get<double>(), 1.0, 1e-4);
+        }
       }
     }
   }
@@ -118,7 +157,7 @@ void check_model(const std::string& name, const std::string& model_dir, const st
     const TaskResult r = evaluate_task(*model, *tok, "copa", docs, eo);
     for (int i = 0; i < n; ++i)
       for (size_t k = 0; k < r.ll[i].size(); ++k)
-        EXPECT_NEAR(r.ll[i][k], gb["ll"][i][k].get<double>(), tol) << "add_bos doc " << i;
+        EXPECT_NEAR(r.ll[i][k], gb["ll"][i][k].get<double>(), tol.per_request) << "add_bos doc " << i;
   }
 
   // Rolling loglikelihood of tests/data/eval/rolling.txt (12,000 characters, about 3,250 tokens, 4 windows).
@@ -131,11 +170,11 @@ void check_model(const std::string& name, const std::string& model_dir, const st
     const RollingPerplexityResult rr = rolling_perplexity(scorer, ids, text, *tok->bos_id());
     EXPECT_EQ(rr.windows, static_cast<int>(gr["windows"].size()));
     EXPECT_EQ(rr.bytes, gr["bytes"].get<int64_t>());
-    // Summed over ~3,250 tokens; per token this is ~1e-6.
-    EXPECT_NEAR(rr.loglikelihood, gr["loglikelihood"].get<double>(), 5e-3 * 4);
+    const double ref = gr["loglikelihood"].get<double>();
+    // Summed over ~3,250 tokens: qwen2 agrees to ~1e-4 in all; BitNet to a relative 1e-4.
+    EXPECT_NEAR(rr.loglikelihood, ref, tol.exact_accuracy ? 0.02 : 1e-4 * std::fabs(ref));
     std::printf("[%s] rolling ll %.4f (oracle %.4f), word ppl %.3f, byte ppl %.4f, bits/byte %.4f\n", name.c_str(),
-                rr.loglikelihood, gr["loglikelihood"].get<double>(), rr.word_perplexity, rr.byte_perplexity,
-                rr.bits_per_byte);
+                rr.loglikelihood, ref, rr.word_perplexity, rr.byte_perplexity, rr.bits_per_byte);
   }
 }
 
@@ -143,10 +182,10 @@ void check_model(const std::string& name, const std::string& model_dir, const st
 
 TEST(EvalOracle, TinyBitnetMatchesTransformers) {
   REQUIRE_SHARED_DATA(shared);
-  check_model("tiny-bitnet", test::bundled_model(), shared + "/data/eval");
+  check_model("tiny-bitnet", test::bundled_model(), shared + "/data/eval", {0.6, 0.1, false});
 }
 
 TEST(EvalOracle, TinyQwen2MatchesTransformers) {
   REQUIRE_SHARED_DATA(shared);
-  check_model("tiny-qwen2", shared + "/models/tiny-qwen2", shared + "/data/eval");
+  check_model("tiny-qwen2", shared + "/models/tiny-qwen2", shared + "/data/eval", {1e-3, 1e-3, true});
 }
