@@ -12,6 +12,7 @@
 #include "eval/kl_divergence.h"
 #include "eval/loglikelihood.h"
 #include "eval/metrics.h"
+#include "eval/perplexity.h"
 #include "eval/rolling_perplexity.h"
 #include "eval/tasks.h"
 #include "model/loader.h"
@@ -326,4 +327,60 @@ TEST(LoglikelihoodScorer, RejectsBadRequests) {
   ScorerOptions so;
   so.max_length = model->config().max_position_embeddings + 1;
   EXPECT_THROW(LoglikelihoodScorer(*model, so), Error);
+}
+
+TEST(RollingPerplexity, WindowsAddUpToPlainForwards) {
+  auto model = load_transformer(test::bundled_model());
+  auto tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+  const std::string text = "Mr. Sherlock Holmes, who was usually very late in the mornings, save upon those not "
+                           "infrequent occasions when he was up all night, was seated at the breakfast table.";
+  const Ids ids = tok->encode(text, false);
+  ASSERT_GT(ids.size(), 20u);
+  // One window covering everything: log P(tokens | prefix) from a single forward of [prefix] + tokens[:-1].
+  {
+    ScorerOptions so;
+    so.max_length = static_cast<int>(ids.size());
+    LoglikelihoodScorer scorer(*model, so);
+    const RollingPerplexityResult r = rolling_perplexity(scorer, ids, text, 0);
+    EXPECT_EQ(r.windows, 1);
+    Ids ctx = {0};
+    const LoglikelihoodResult ref = reference_score(*model, {ctx, ids}, ids.size());
+    EXPECT_NEAR(r.loglikelihood, ref.logprob, 1e-4);
+    EXPECT_EQ(r.tokens, static_cast<int64_t>(ids.size()));
+    EXPECT_EQ(r.words, 29);  // len(re.split(r"\s+", text))
+    EXPECT_NEAR(r.word_perplexity, std::exp(-ref.logprob / 29), 1e-3 * r.word_perplexity);
+  }
+  // Windows of 8: the total is the sum of the windows scored one by one.
+  {
+    ScorerOptions so;
+    so.max_length = 8;
+    LoglikelihoodScorer scorer(*model, so);
+    size_t positions = 0;
+    const RollingPerplexityResult r = rolling_perplexity(scorer, ids, text, 0, {},
+        [&](size_t, size_t, std::span<const float>, int32_t) { ++positions; });
+    EXPECT_EQ(positions, ids.size());  // every token scored once
+    double sum = 0;
+    for (const auto& w : rolling_windows(ids, 0, 8)) sum += reference_score(*model, w, 8).logprob;
+    EXPECT_NEAR(r.loglikelihood, sum, 1e-4);
+    EXPECT_EQ(r.windows, static_cast<int>((ids.size() + 7) / 8));
+  }
+}
+
+TEST(Perplexity, ScoredLogitsHookSeesEveryScoredPosition) {
+  auto model = load_transformer(test::bundled_model());
+  Ids ids(100);
+  for (int i = 0; i < 100; ++i) ids[i] = 100 + (i * 37) % 500;
+  PerplexityOptions po;
+  po.n_ctx = 16;
+  po.max_chunks = 3;
+  double nll = 0;
+  int64_t calls = 0;
+  po.on_scored = [&](std::span<const float> logits, int32_t target) {
+    nll -= token_logprob(logits, target).first;
+    ++calls;
+  };
+  const PerplexityResult r = compute_perplexity(*model, ids, po);
+  EXPECT_EQ(calls, r.scored_tokens);
+  EXPECT_EQ(calls, 3 * 7);  // positions 8..14 of each chunk of 16
+  EXPECT_NEAR(nll, r.nll_sum, 1e-3);
 }
