@@ -73,9 +73,10 @@ int run(const PplArgs& a) {
     if (want_logits) po.on_scored = on_scored;
     meta["ctx"] = std::to_string(a.ctx);
     meta["chunks"] = std::to_string(a.chunks);
-    fmt::print(stderr, "perplexity: {} tokens, ctx {}, scoring positions {}..{} of each chunk\n", tokens.size(),
-               a.ctx, a.ctx / 2, a.ctx - 2);
-    PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [](int i, int n, double ppl) {
+    PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [&](int i, int n, double ppl) {
+      if (i == 1)
+        fmt::print(stderr, "perplexity: {} tokens, ctx {}, {} chunks, scoring positions {}..{} of each chunk\n",
+                   tokens.size(), a.ctx, n, a.ctx / 2, a.ctx - 2);
       fmt::print(stderr, "[{}/{}] {:.4f}\n", i, n, ppl);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
