@@ -65,9 +65,10 @@ void LogitsRecorder::save(const std::string& path, const std::map<std::string, s
   meta["vocab"] = std::to_string(vocab_);
   meta["count"] = std::to_string(targets_.size());
   const int64_t n = count();
+  // I32 before F16 (decreasing element size) keeps both tensors aligned in the mapped file.
   write_safetensors(path,
-                    {{"log_probs", DType::F16, {n, vocab_}, log_probs_.data(), log_probs_.size() * sizeof(uint16_t)},
-                     {"targets", DType::I32, {n}, targets_.data(), targets_.size() * sizeof(int32_t)}},
+                    {{"targets", DType::I32, {n}, targets_.data(), targets_.size() * sizeof(int32_t)},
+                     {"log_probs", DType::F16, {n, vocab_}, log_probs_.data(), log_probs_.size() * sizeof(uint16_t)}},
                     meta);
 }
 
@@ -86,7 +87,10 @@ KldAccumulator::KldAccumulator(const std::string& base_path)
   count_ = lp->shape[0];
   vocab_ = lp->shape[1];
   TRITIUM_CHECK(vocab_ > 0, "{}: empty vocabulary", base_path);
-  // Offsets are 8-byte aligned inside an mmapped file, so these casts are aligned.
+  // The data section of the mapped file starts 8-byte aligned; check each tensor's alignment before the casts.
+  TRITIUM_CHECK(reinterpret_cast<uintptr_t>(lp->data) % alignof(uint16_t) == 0 &&
+                    reinterpret_cast<uintptr_t>(tg->data) % alignof(int32_t) == 0,
+                "{}: misaligned tensors (write 'targets' before 'log_probs')", base_path);
   log_probs_ = reinterpret_cast<const uint16_t*>(lp->data);
   targets_ = reinterpret_cast<const int32_t*>(tg->data);
 }
