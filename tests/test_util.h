@@ -31,3 +31,60 @@ inline bool under_sanitizer() {
 #define REQUIRE_SHARED_DATA(dir)                                                             \
   const std::string dir = ::tritium::test::shared_dir();                                     \
   if (dir.empty()) GTEST_SKIP() << "shared test data not found (set TRITIUM_TEST_DATA)"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+extern char** environ;
+
+namespace tritium::test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+/// Runs the tritium binary with arguments (no shell), capturing stdout and stderr.
+inline CliResult run_cli(const std::vector<std::string>& args) {
+  static int counter = 0;
+  const std::string base = std::filesystem::temp_directory_path().string() + "/tritium_cli_" +
+                           std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string out_path = base + ".out", err_path = base + ".err";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> all = {TRITIUM_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  CliResult r;
+  if (posix_spawn(&pid, TRITIUM_BINARY, &fa, nullptr, argv.data(), environ) == 0) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+}  // namespace tritium::test

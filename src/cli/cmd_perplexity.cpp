@@ -13,6 +13,7 @@
 #include "eval/perplexity.h"
 #include "eval/rolling_perplexity.h"
 #include "eval/text_file.h"
+#include "runtime/engine.h"
 
 namespace tritium::cli {
 namespace {
@@ -28,6 +29,8 @@ struct PplArgs {
   std::string save_logits;
   std::string kl_base;
   int batch_tokens = 1024;
+  std::string kv_dtype = "f32";
+  float kv_scale = 0;
 };
 
 void print_kld(const KldResult& k) {
@@ -51,6 +54,12 @@ int run(const PplArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = lm.tokenizer->encode(text, false);
   const auto& c = lm.model->config();
+  const KvDType kv_dtype = parse_kv_dtype(a.kv_dtype);
+  const float kv_scale = a.kv_scale > 0 ? a.kv_scale
+      : calibrate_kv_scale(*lm.model, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
+  fmt::print(stderr, "KV cache: {}, {} bytes/token{}\n", kv_dtype_name(kv_dtype),
+             KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1, kv_dtype}.bytes_per_token(),
+             kv_dtype == KvDType::kFP8E4M3 || kv_dtype == KvDType::kI8 ? fmt::format(", scale {:.4g}", kv_scale) : "");
   std::optional<int32_t> bos = c.bos_token_id ? c.bos_token_id : lm.tokenizer->bos_id();
 
   LogitsRecorder recorder;
@@ -68,6 +77,8 @@ int run(const PplArgs& a) {
     PerplexityOptions po;
     po.n_ctx = a.ctx;
     po.max_chunks = a.chunks;
+    po.kv_dtype = kv_dtype;
+    po.kv_scale = kv_scale;
     if (bos) po.bos_id = *bos;
     else po.prepend_bos = false;
     if (want_logits) po.on_scored = on_scored;
@@ -87,6 +98,8 @@ int run(const PplArgs& a) {
     ScorerOptions so;
     so.max_length = a.ctx_given ? a.ctx : 0;
     so.batch_tokens = a.batch_tokens;
+    so.kv_dtype = kv_dtype;
+    so.kv_scale = kv_scale;
     LoglikelihoodScorer scorer(*lm.model, so);
     std::optional<int32_t> prefix = bos ? bos : lm.tokenizer->eos_id();
     if (!prefix) fail("perplexity --mode rolling: the model has neither a BOS nor an EOS token for the prefix");
@@ -128,6 +141,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--save-logits", a->save_logits, "save the base model's log-probs of the scored positions "
                   "(safetensors) for a later --kl-divergence run");
   sub->add_option("--kl-divergence", a->kl_base, "compare with a --save-logits file: mean KLD, dPPL, same top-1");
+  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8, int8");
+  sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated)");
   sub->add_option("--batch-tokens", a->batch_tokens, "tokens per forward call (rolling mode)")
       ->check(CLI::Range(1, 1 << 20));
   a->ctx_option = ctx;

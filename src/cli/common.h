@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/loader.h"
+#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tritium::cli {
@@ -16,9 +17,22 @@ struct ModelOptions {
   std::string model_dir;  ///< -m; empty = the bundled tiny-bitnet
   int threads = 0;        ///< -t; 0 = all cores
   std::string weights = "auto";  ///< --weights: ternary storage format for BitNet models
+  std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
+  float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
+  float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
+  std::string device = "cpu";    ///< --device: cpu or cuda[:N]
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
+
+/// Sampling options shared by generate and chat (llama.cpp names).
+struct SamplingOptions {
+  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  int top_k = 40;
+  int64_t seed = -1;  ///< < 0: random
+  SamplingParams params() const;
+};
+void add_sampling_options(CLI::App* app, SamplingOptions& o);
 
 /// Resolves -m: the given folder, or the bundled models/tiny-bitnet (next to the working directory, the
 /// executable, or the source tree). Throws tritium::Error when nothing is found.

@@ -123,6 +123,8 @@ std::vector<LoglikelihoodResult> LoglikelihoodScorer::score(std::span<const Logl
   const ModelConfig& c = model_.config();
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, bs,
                    std::max<int64_t>(max_group, blocks_for(static_cast<size_t>(opts_.batch_tokens), bs) + 64)};
+  spec.dtype = opts_.kv_dtype;
+  spec.quant_scale = opts_.kv_scale;
   KvCache cache(spec);
   BlockAllocator alloc(spec.num_blocks);
 

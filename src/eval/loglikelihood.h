@@ -42,6 +42,8 @@ struct ScorerOptions {
   int max_length = 0;       ///< lm-eval max_length; 0 = the model's max_position_embeddings
   int batch_tokens = 1024;  ///< tokens per forward call (bounds the logits buffer: rows x vocab floats)
   int block_size = 16;      ///< KV cache block size
+  KvDType kv_dtype = KvDType::kF32;  ///< KV cache dtype (to measure the effect of quantized caches)
+  float kv_scale = 1.0f;             ///< fp8/int8 per-tensor KV scale
 };
 
 /// Scores requests the way lm-eval's HFLM does: input = (context + continuation)[-(max_length+1):][:-1], the

@@ -17,7 +17,7 @@ FloatLinear::FloatLinear(std::shared_ptr<const std::vector<float>> w, std::vecto
                 bias_.size(), n);
 }
 
-void FloatLinear::forward(const float* x, int64_t M, float* y) const {
+void FloatLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
   cpu::gemm_f32(x, w_->data(), bias_.empty() ? nullptr : bias_.data(), y, M, n_, k_);
 }
 
@@ -28,12 +28,25 @@ TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segme
   TRITIUM_CHECK(total == n_, "TernaryLinear: segments cover {} rows, weight has {}", total, n_);
 }
 
+TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float> group_scales)
+    : Linear(w->rows(), w->cols()), w_(std::move(w)), group_scales_(std::move(group_scales)) {
+  TRITIUM_CHECK(static_cast<int64_t>(group_scales_.size()) == n_ * w_->groups(),
+                "TernaryLinear: {} group scales, expected {} x {}", group_scales_.size(), n_, w_->groups());
+}
+
 std::string TernaryLinear::format_name() const { return "ternary-" + std::string(ternary_format_name(w_->format())); }
 
-void TernaryLinear::forward(const float* x, int64_t M, float* y) const {
+void TernaryLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
   std::vector<int8_t> xq(static_cast<size_t>(M * k_));
   std::vector<float> inv_s(static_cast<size_t>(M));
   cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
+  if (!group_scales_.empty()) {
+    w_->gemm_f32(xq.data(), inv_s.data(), M, group_scales_.data(), y);
+    if (!bias_.empty())
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];
+    return;
+  }
   std::vector<int32_t> acc(static_cast<size_t>(M * n_));
   w_->gemm_i32(xq.data(), M, acc.data());
   for (int64_t m = 0; m < M; ++m) {
@@ -42,7 +55,30 @@ void TernaryLinear::forward(const float* x, int64_t M, float* y) const {
       for (int64_t e = n + seg.rows; n < e; ++n)
         y[m * n_ + n] = (static_cast<float>(acc[m * n_ + n]) * inv_s[m]) * seg.scale;
     }
+    if (!bias_.empty())
+      for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];
   }
 }
+
+void TernaryLinear::set_bias(std::vector<float> bias) {
+  TRITIUM_CHECK(bias.empty() || static_cast<int64_t>(bias.size()) == n_, "TernaryLinear: bias size {} != {}",
+                bias.size(), n_);
+  bias_ = std::move(bias);
+}
+
+}  // namespace tritium
+
+namespace tritium {
+
+Int8LinearLayer::Int8LinearLayer(Int8Linear impl)
+    : Linear(impl.out_features(), impl.in_features()), impl_(std::move(impl)) {}
+
+void Int8LinearLayer::forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin) const {
+  impl_.forward(x, M, y, row_begin);
+}
+
+size_t Int8LinearLayer::weight_bytes() const { return impl_.weight().bytes(); }
+
+std::string Int8LinearLayer::format_name() const { return std::string(int8_method_name(impl_.method())); }
 
 }  // namespace tritium

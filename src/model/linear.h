@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <span>
+
+#include "quant/int8/int8_linear.h"
 #include "quant/ternary_format.h"
 
 namespace tritium {
@@ -16,8 +19,10 @@ class Linear {
   virtual ~Linear() = default;
   int64_t in_features() const { return k_; }
   int64_t out_features() const { return n_; }
-  /// x: [M, K] f32, y: [M, N] f32. Row m of y depends only on row m of x (batch invariance).
-  virtual void forward(const float* x, int64_t M, float* y) const = 0;
+  /// x: [M, K] f32, y: [M, N] f32. row_begin: first row of each request in the flattened batch (empty = one
+  /// request). Row m of y depends only on the rows of its own request (batch invariance); formats whose
+  /// statistics span rows (LLM.int8() outlier columns, per-tensor activation scales) compute them per request.
+  virtual void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const = 0;
   /// Bytes of weight storage (excluding scales and bias).
   virtual size_t weight_bytes() const = 0;
   /// A short name of the storage ("f32", "ternary-i2", ...).
@@ -34,7 +39,7 @@ class FloatLinear final : public Linear {
   FloatLinear(std::vector<float> w, std::vector<float> bias, int64_t n, int64_t k);
   /// Shares weights with another owner (tied embeddings: lm_head and the embedding table).
   FloatLinear(std::shared_ptr<const std::vector<float>> w, std::vector<float> bias, int64_t n, int64_t k);
-  void forward(const float* x, int64_t M, float* y) const override;
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
   size_t weight_bytes() const override { return w_->size() * sizeof(float); }
   std::string format_name() const override { return "f32"; }
   const std::vector<float>& weight() const { return *w_; }
@@ -56,15 +61,38 @@ class TernaryLinear final : public Linear {
     float scale;  ///< multiplier applied to that segment's outputs
   };
   TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segment> segments);
-  void forward(const float* x, int64_t M, float* y) const override;
+  /// Per-row, per-group-of-128-along-K scales (post-training-quantized models): group_scales [N, ceil(K/128)].
+  TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float> group_scales);
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
   size_t weight_bytes() const override { return w_->bytes(); }
   std::string format_name() const override;
   const PackedTernary& packed() const { return *w_; }
   const std::vector<Segment>& segments() const { return segments_; }
+  /// Empty unless the layer has per-group scales.
+  const std::vector<float>& group_scales() const { return group_scales_; }
+  /// Adds a float bias [N] to the outputs (Qwen2's q/k/v bias after ternary PTQ).
+  void set_bias(std::vector<float> bias);
+  const std::vector<float>& bias() const { return bias_; }
 
  private:
   std::unique_ptr<PackedTernary> w_;
   std::vector<Segment> segments_;
+  std::vector<float> group_scales_;
+  std::vector<float> bias_;
+};
+
+/// An int8-quantized linear (absmax / zero-point / row-wise / vector-wise / LLM.int8() / weight-only), see
+/// src/quant/int8/int8_linear.h for the exact arithmetic of each method.
+class Int8LinearLayer final : public Linear {
+ public:
+  explicit Int8LinearLayer(Int8Linear impl);
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
+  size_t weight_bytes() const override;
+  std::string format_name() const override;
+  const Int8Linear& impl() const { return impl_; }
+
+ private:
+  Int8Linear impl_;
 };
 
 }  // namespace tritium

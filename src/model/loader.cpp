@@ -3,9 +3,15 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "quant/int8/int8_linear.h"
+#include "quant/int8/ternary_ptq.h"
 
 namespace tritium {
 
@@ -101,8 +107,66 @@ std::unique_ptr<Linear> fuse_ternary(std::vector<Ternary> parts, int64_t in, Ter
   return std::make_unique<TernaryLinear>(pack_ternary(fmt, all.data(), n, in), std::move(segs));
 }
 
+// Quantizes each part of a fused projection separately (its own statistics, as if unfused) when a PTQ method is set.
+std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<std::vector<float>>& parts_w,
+                                       const std::vector<int64_t>& rows, std::vector<float> bias, int64_t in) {
+  int64_t n = 0;
+  for (int64_t r : rows) n += r;
+  if (o.quant.rfind("ternary-", 0) == 0) {
+    std::vector<int8_t> all;
+    std::vector<TernaryLinear::Segment> segs;
+    std::vector<float> group_scales;
+    const bool grouped = o.quant == "ternary-absmean-g128";
+    for (size_t i = 0; i < parts_w.size(); ++i) {
+      TernaryQuant tq;
+      if (o.quant == "ternary-absmean") tq = ternary_absmean(parts_w[i].data(), rows[i], in);
+      else if (grouped) tq = ternary_absmean_grouped(parts_w[i].data(), rows[i], in, kTernaryGroupK);
+      else if (o.quant == "ternary-threshold") {
+        const float t = o.ternary_threshold > 0 ? o.ternary_threshold
+                                                : ternary_twn_threshold(parts_w[i].data(), rows[i] * in);
+        tq = ternary_threshold(parts_w[i].data(), rows[i], in, t);
+      } else {
+        fail("unknown quantization method '{}'", o.quant);
+      }
+      all.insert(all.end(), tq.q.begin(), tq.q.end());
+      if (grouped) group_scales.insert(group_scales.end(), tq.scales.begin(), tq.scales.end());
+      else segs.push_back({rows[i], tq.scales.at(0)});
+    }
+    auto packed = pack_ternary(o.ternary_format, all.data(), n, in);
+    auto lin = grouped ? std::make_unique<TernaryLinear>(std::move(packed), std::move(group_scales))
+                       : std::make_unique<TernaryLinear>(std::move(packed), std::move(segs));
+    lin->set_bias(std::move(bias));
+    return lin;
+  }
+  static const std::map<std::string, std::string> kInt8 = {
+      {"int8-absmax", "absmax"},         {"int8-zeropoint", "zeropoint"}, {"int8-rowwise", "rowwise"},
+      {"int8-vectorwise", "vectorwise"}, {"llm-int8", "llm.int8"},        {"int8-weight-only", "weight-only"}};
+  auto it = kInt8.find(o.quant);
+  if (it == kInt8.end()) fail("unknown quantization method '{}'", o.quant);
+  std::vector<float> w;
+  for (const auto& p : parts_w) w.insert(w.end(), p.begin(), p.end());
+  Int8LinearOptions io;
+  io.outlier_threshold = o.outlier_threshold;
+  return std::make_unique<Int8LinearLayer>(Int8Linear(parse_int8_method(it->second), w.data(), n, in,
+                                                      bias.empty() ? nullptr : bias.data(), io));
+}
+
 std::unique_ptr<Linear> fuse_float(const WeightStore& ws, const std::vector<std::pair<std::string, int64_t>>& parts,
-                                   int64_t in, bool bias) {
+                                   int64_t in, bool bias, const LoadOptions& o) {
+  if (!o.quant.empty()) {
+    std::vector<std::vector<float>> ws_parts;
+    std::vector<int64_t> rows;
+    std::vector<float> b;
+    for (const auto& [prefix, r] : parts) {
+      ws_parts.push_back(load_mat(ws, prefix + ".weight", r, in));
+      rows.push_back(r);
+      if (bias) {
+        auto v = load_vec(ws, prefix + ".bias", r);
+        b.insert(b.end(), v.begin(), v.end());
+      }
+    }
+    return quantize_fused(o, ws_parts, rows, std::move(b), in);
+  }
   std::vector<float> w, b;
   int64_t n = 0;
   for (const auto& [prefix, rows] : parts) {
@@ -119,8 +183,22 @@ std::unique_ptr<Linear> fuse_float(const WeightStore& ws, const std::vector<std:
 
 }  // namespace
 
+const std::vector<std::string>& quant_method_names() {
+  static const std::vector<std::string> k = {"int8-absmax",      "int8-zeropoint",  "int8-rowwise",
+                                             "int8-vectorwise",  "llm-int8",        "int8-weight-only",
+                                             "ternary-absmean",  "ternary-absmean-g128", "ternary-threshold"};
+  return k;
+}
+
 std::unique_ptr<Transformer> load_transformer(const std::string& dir, const LoadOptions& opts) {
+  if (!opts.quant.empty()) {
+    const auto& names = quant_method_names();
+    if (std::find(names.begin(), names.end(), opts.quant) == names.end())
+      fail("unknown quantization method '{}' (expected one of: {})", opts.quant, fmt::join(names, ", "));
+  }
   ModelConfig c = load_model_config(dir);
+  if (!opts.quant.empty() && c.bitnet_quant)
+    fail("{}: --quant {} applies to 16/32-bit models; this BitNet model is already ternary", dir, opts.quant);
   WeightStore ws(dir);
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
@@ -154,10 +232,10 @@ std::unique_ptr<Transformer> load_transformer(const std::string& dir, const Load
       L.down = fuse_ternary(std::move(d), I, opts.ternary_format);
     } else {
       L.qkv = fuse_float(ws, {{p + "self_attn.q_proj", qd}, {p + "self_attn.k_proj", kvd}, {p + "self_attn.v_proj", kvd}},
-                         H, c.qkv_bias);
-      L.o = fuse_float(ws, {{p + "self_attn.o_proj", H}}, qd, c.o_bias);
-      L.gate_up = fuse_float(ws, {{p + "mlp.gate_proj", I}, {p + "mlp.up_proj", I}}, H, c.mlp_bias);
-      L.down = fuse_float(ws, {{p + "mlp.down_proj", H}}, I, c.mlp_bias);
+                         H, c.qkv_bias, opts);
+      L.o = fuse_float(ws, {{p + "self_attn.o_proj", H}}, qd, c.o_bias, opts);
+      L.gate_up = fuse_float(ws, {{p + "mlp.gate_proj", I}, {p + "mlp.up_proj", I}}, H, c.mlp_bias, opts);
+      L.down = fuse_float(ws, {{p + "mlp.down_proj", H}}, I, c.mlp_bias, opts);
     }
   }
   std::vector<float> final_norm = load_vec(ws, "model.norm.weight", H);

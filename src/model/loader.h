@@ -12,7 +12,18 @@ namespace tritium {
 struct LoadOptions {
   /// Storage format for ternary projections (BitNet checkpoints are repacked at load time).
   TernaryFormat ternary_format = TernaryFormat::kInt8;
+  /// Post-training quantization of the projections of a 16/32-bit model (Llama, Qwen2), applied at load:
+  /// "" (none), int8-absmax, int8-zeropoint, int8-rowwise, int8-vectorwise, llm-int8, int8-weight-only,
+  /// ternary-absmean, ternary-absmean-g128, ternary-threshold. Embeddings, norms and lm_head stay in float.
+  std::string quant;
+  /// LLM.int8() outlier threshold alpha.
+  float outlier_threshold = 6.0f;
+  /// ternary-threshold: |w| > t -> sign(w); t <= 0 picks TWN's 0.7 * mean|w| per tensor.
+  float ternary_threshold = 0.0f;
 };
+
+/// The quantization methods LoadOptions::quant accepts.
+const std::vector<std::string>& quant_method_names();
 
 /// Loads a model folder. BitNet (quant_method bitnet): projections as packed uint8 [out/4, in] (code = w + 1,
 /// rows r, r+out/4, r+2out/4, r+3out/4 in bits 0-1, 2-3, 4-5, 6-7) with weight_scale (bf16 [1]) applied as a

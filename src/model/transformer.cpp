@@ -67,6 +67,13 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     M += static_cast<int64_t>(ch.tokens.size());
     out_rows += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
   }
+  if (backend_) {
+    for (const auto& ch : batch)
+      for (int32_t tok : ch.tokens)
+        TRITIUM_CHECK(tok >= 0 && tok < V, "forward: token id {} outside the vocabulary of {}", tok, V);
+    backend_->forward(batch, cache, logits);
+    return;
+  }
   // Embedding lookup.
   std::vector<float> x(static_cast<size_t>(M * Hd));
   {
@@ -94,6 +101,15 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
       }
   }
 
+  // First row of each chunk: formats whose statistics span rows compute them per request.
+  std::vector<int64_t> row_begin;
+  {
+    int64_t r0 = 0;
+    for (const auto& ch : batch) {
+      row_begin.push_back(r0);
+      r0 += static_cast<int64_t>(ch.tokens.size());
+    }
+  }
   std::vector<float> h(static_cast<size_t>(M * Hd)), qkv(static_cast<size_t>(M * (qd + 2 * kvd)));
   std::vector<float> q(static_cast<size_t>(M * qd)), attn(static_cast<size_t>(M * qd));
   std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));
@@ -104,7 +120,7 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     // --- attention block
     cpu::rms_norm(x.data(), L.input_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
     observe(l, "qkv", h.data(), M, Hd);
-    L.qkv->forward(h.data(), M, qkv.data());
+    L.qkv->forward(h.data(), M, qkv.data(), row_begin);
     const int64_t qkv_w = qd + 2 * kvd;
     int64_t r = 0;
     for (const auto& ch : batch) {
@@ -123,13 +139,13 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     }
     if (c.sub_norms) cpu::rms_norm(attn.data(), L.attn_sub_norm.data(), attn.data(), M, qd, c.rms_norm_eps);
     observe(l, "o", attn.data(), M, qd);
-    L.o->forward(attn.data(), M, proj.data());
+    L.o->forward(attn.data(), M, proj.data(), row_begin);
     cpu::add_inplace(x.data(), proj.data(), M * Hd);
 
     // --- MLP block
     cpu::rms_norm(x.data(), L.post_attn_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
     observe(l, "gate_up", h.data(), M, Hd);
-    L.gate_up->forward(h.data(), M, gu.data());
+    L.gate_up->forward(h.data(), M, gu.data(), row_begin);
     for (int64_t m = 0; m < M; ++m) {
       const float* g = &gu[m * 2 * I];
       if (c.hidden_act == Activation::kRelu2) cpu::relu2_mul(g, g + I, &act[m * I], I);
@@ -137,7 +153,7 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     }
     if (c.sub_norms) cpu::rms_norm(act.data(), L.ffn_sub_norm.data(), act.data(), M, I, c.rms_norm_eps);
     observe(l, "down", act.data(), M, I);
-    L.down->forward(act.data(), M, proj.data());
+    L.down->forward(act.data(), M, proj.data(), row_begin);
     cpu::add_inplace(x.data(), proj.data(), M * Hd);
   }
 
@@ -159,7 +175,15 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   }
   cpu::rms_norm(sel.data(), final_norm_.data(), sel.data(), out_rows, Hd, c.rms_norm_eps);
   logits.resize(static_cast<size_t>(out_rows * V));
-  lm_head_->forward(sel.data(), out_rows, logits.data());
+  std::vector<int64_t> out_begin;
+  {
+    int64_t o = 0;
+    for (const auto& ch : batch) {
+      out_begin.push_back(o);
+      o += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+    }
+  }
+  lm_head_->forward(sel.data(), out_rows, logits.data(), out_begin);
 }
 
 }  // namespace tritium

@@ -147,7 +147,12 @@ void decode_tq1(const TernaryView& w, int64_t t, uint8_t* out) {
 }
 
 // ---- bitcos ----------------------------------------------------------------------------------------
-inline uint64_t sign_window(const uint64_t* signs, uint64_t pos) {
+inline uint64_t sign_window(const uint64_t* signs, uint64_t pos, uint64_t count) {
+  if (count <= 57) [[likely]] {  // one unaligned 8-byte load holds >= 57 bits from pos on
+    uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(signs) + (pos >> 3), 8);
+    return v >> (pos & 7);
+  }
   const uint64_t i = pos >> 6;
   const unsigned __int128 v = (static_cast<unsigned __int128>(signs[i + 1]) << 64) | signs[i];
   return static_cast<uint64_t>(v >> (pos & 63));
@@ -173,8 +178,9 @@ struct BitcosStep {
 };
 
 inline BitcosStep bitcos_step(uint64_t present, const uint64_t* signs, uint64_t* pos) {
-  const uint64_t neg = _pdep_u64(sign_window(signs, *pos), present);
-  *pos += static_cast<uint64_t>(_mm_popcnt_u64(present));
+  const uint64_t count = static_cast<uint64_t>(_mm_popcnt_u64(present));
+  const uint64_t neg = _pdep_u64(sign_window(signs, *pos, count), present);
+  *pos += count;
   return {bitcos_codes(static_cast<uint32_t>(present), static_cast<uint32_t>(neg)),
           bitcos_codes(static_cast<uint32_t>(present >> 32), static_cast<uint32_t>(neg >> 32))};
 }

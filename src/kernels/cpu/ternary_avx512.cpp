@@ -78,8 +78,10 @@ struct Tq1Decoder {
   // The 2-bit tail of a group: codes of k-steps 30 and 31.
   void tail(const uint8_t* p, __m512i* c0, __m512i* c1) const {
     // Lanes 0-31 get the 32 tail bytes, lanes 32-63 the same bytes shifted right by 4.
-    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m512i v = _mm512_inserti64x4(_mm512_inserti64x4(_mm512_setzero_si512(), y, 0), _mm256_srli_epi16(y, 4), 1);
+    // (Two masked loads: the second reads the same 32 bytes into the upper half; p - 32 is inside the group.)
+    const __m512i lo = _mm512_maskz_loadu_epi64(0x0F, p);
+    const __m512i both = _mm512_mask_loadu_epi64(lo, 0xF0, p - 32);
+    const __m512i v = _mm512_mask_srli_epi16(both, 0xFFFF0000u, both, 4);
     *c0 = _mm512_and_si512(v, m3);
     *c1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
   }
@@ -133,8 +135,14 @@ void decode_tq1(const TernaryView& w, int64_t t, uint8_t* out) {
 }
 
 // ---- bitcos ----------------------------------------------------------------------------------------
-// 64 sign bits starting at bit `pos` of the stream (two aligned word loads + a 128-bit funnel shift).
-inline uint64_t sign_window(const uint64_t* signs, uint64_t pos) {
+// The next `count` (<= 64) sign bits from bit `pos` of the stream: usually one unaligned load + shift, else
+// two aligned word loads + a 128-bit funnel shift (the stream has zero padding for both reads).
+inline uint64_t sign_window(const uint64_t* signs, uint64_t pos, uint64_t count) {
+  if (count <= 57) [[likely]] {  // one unaligned 8-byte load holds >= 57 bits from pos on
+    uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(signs) + (pos >> 3), 8);
+    return v >> (pos & 7);
+  }
   const uint64_t i = pos >> 6;
   const unsigned __int128 v = (static_cast<unsigned __int128>(signs[i + 1]) << 64) | signs[i];
   return static_cast<uint64_t>(v >> (pos & 63));
@@ -147,8 +155,9 @@ struct BitcosDecoder {
   // Codes of one k-step: 2 where present, then 0 where present and negative (pdep puts the compacted sign
   // bits onto the set bitmap bits), 1 elsewhere.
   __m512i step(uint64_t present) {
-    const uint64_t neg = _pdep_u64(sign_window(signs, pos), present);
-    pos += static_cast<uint64_t>(_mm_popcnt_u64(present));
+    const uint64_t count = static_cast<uint64_t>(_mm_popcnt_u64(present));
+    const uint64_t neg = _pdep_u64(sign_window(signs, pos, count), present);
+    pos += count;
     const __m512i c = _mm512_mask_mov_epi8(ones, _cvtu64_mask64(present), twos);
     return _mm512_mask_mov_epi8(c, _cvtu64_mask64(neg), zero);
   }

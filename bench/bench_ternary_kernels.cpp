@@ -1,0 +1,181 @@
+// Google Benchmark: ternary W1.58A8 CPU kernels on the BitNet b1.58 2B4T projection shapes, per format,
+// GEMV (M = 1, decode) and GEMM (M = 128, prefill), plus this machine's streaming read bandwidth.
+//
+// Names: <gemv|gemm128>/<format>/<N>x<K>/z<zero density>/t<threads>, and readbw/<isa>/t<threads>.
+// Counters: weight_GBps = packed weight bytes (bytes(), overhead included) streamed per second;
+// tok_per_s = rows of x per second. GEMV cycles through enough copies of the matrix (>= 256 MiB) that
+// the weights come from DRAM, as in real decoding, not from the 32 MiB L3.
+// Run: ./build/bench_ternary_kernels [--benchmark_filter=...] [--benchmark_repetitions=5 ...]
+// Environment: BENCH_THREADS=1,2 (default) picks the thread counts; TRITIUM_KERNEL picks the path.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "quant/ternary_format.h"
+
+using namespace tritium;
+
+namespace {
+
+constexpr size_t kStreamBytes = size_t{256} << 20;  // DRAM-resident working set for GEMV
+constexpr size_t kReadBwBytes = size_t{1} << 30;    // 1 GiB for the read-bandwidth benchmark
+
+struct Shape {
+  int64_t n, k;
+};
+const Shape kShapes[] = {{2560, 2560}, {3840, 2560}, {13824, 2560}, {2560, 6912}};
+const double kDensities[] = {0.356, 0.42, 0.51};
+const TernaryFormat kFormats[] = {TernaryFormat::kI2, TernaryFormat::kTQ1, TernaryFormat::kBitcos};
+
+// The matrices of the benchmark running now (one configuration is kept alive at a time).
+struct Matrices {
+  std::string key;
+  std::vector<std::unique_ptr<PackedTernary>> copies;
+};
+Matrices g_mats;
+
+const std::vector<std::unique_ptr<PackedTernary>>& matrices(TernaryFormat f, Shape s, double z, bool stream) {
+  const std::string key = std::string(ternary_format_name(f)) + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                          "z" + std::to_string(z) + (stream ? "s" : "");
+  if (g_mats.key == key) return g_mats.copies;
+  g_mats.copies.clear();
+  std::mt19937 rng(static_cast<uint32_t>(s.n * 31 + s.k + static_cast<int64_t>(z * 1000)));
+  const uint32_t zthr = static_cast<uint32_t>(z * 4294967295.0);
+  std::vector<int8_t> w(static_cast<size_t>(s.n * s.k));
+  for (auto& v : w) {
+    const uint32_t r = rng();
+    v = r < zthr ? 0 : (r & 1 ? 1 : -1);
+  }
+  auto first = pack_ternary(f, w.data(), s.n, s.k);
+  const size_t copies = stream ? (kStreamBytes + first->bytes() - 1) / first->bytes() : 1;
+  std::vector<std::span<const uint8_t>> spans;
+  for (const TernaryBuffer& b : first->buffers()) spans.push_back(b.bytes);
+  for (size_t i = 1; i < copies; ++i) g_mats.copies.push_back(ternary_from_buffers(f, s.n, s.k, spans, true));
+  g_mats.copies.push_back(std::move(first));
+  g_mats.key = key;
+  return g_mats.copies;
+}
+
+void bm_ternary(benchmark::State& st, TernaryFormat f, Shape s, double z, int64_t M, int threads) {
+  set_num_threads(threads);
+  const auto& mats = matrices(f, s, z, M == 1);
+  std::mt19937 rng(1);
+  std::vector<int8_t> x(static_cast<size_t>(M * s.k));
+  for (auto& v : x) v = static_cast<int8_t>(rng());
+  std::vector<int32_t> y(static_cast<size_t>(M * s.n));
+  size_t i = 0;
+  for (auto _ : st) {
+    mats[i]->gemm_i32(x.data(), M, y.data());
+    benchmark::DoNotOptimize(y.data());
+    if (++i == mats.size()) i = 0;
+  }
+  const double bytes = static_cast<double>(mats[0]->bytes());
+  st.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(M), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["bits_per_w"] = 8.0 * bytes / static_cast<double>(s.n * s.k);
+}
+
+// ---- read bandwidth ----------------------------------------------------------------------------------
+__attribute__((target("avx512f"))) uint64_t sum_avx512(const uint64_t* p, size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
+  }
+  alignas(64) uint64_t t[8];
+  _mm512_store_si512(t, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 16 <= n; i += 16) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  alignas(32) uint64_t t[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(t), _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  return t[0] + t[1] + t[2] + t[3];
+}
+
+void bm_readbw(benchmark::State& st, bool avx512, int threads) {
+  set_num_threads(threads);
+  static uint64_t* buf = [] {
+    auto* p = static_cast<uint64_t*>(std::aligned_alloc(64, kReadBwBytes));
+    for (size_t i = 0; i < kReadBwBytes / 8; ++i) p[i] = i;  // touch every page
+    return p;
+  }();
+  const size_t words = kReadBwBytes / 8;
+  for (auto _ : st) {
+    std::vector<uint64_t> part(static_cast<size_t>(threads), 0);
+    parallel_for(threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const size_t b = words * t / threads, e = words * (t + 1) / threads;
+        part[t] = avx512 ? sum_avx512(buf + b, e - b) : sum_avx2(buf + b, e - b);
+      }
+    });
+    benchmark::DoNotOptimize(part.data());
+  }
+  st.counters["read_GBps"] =
+      benchmark::Counter(static_cast<double>(kReadBwBytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::vector<int> thread_counts() {
+  std::vector<int> out;
+  const char* e = std::getenv("BENCH_THREADS");
+  std::string s = e ? e : "1,2";
+  size_t p = 0;
+  while (p < s.size()) {
+    const size_t q = s.find(',', p);
+    out.push_back(std::atoi(s.substr(p, q - p).c_str()));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int t : thread_counts()) {
+    for (bool avx512 : {true, false}) {
+      if (avx512 && !__builtin_cpu_supports("avx512f")) continue;
+      benchmark::RegisterBenchmark(("readbw/" + std::string(avx512 ? "avx512" : "avx2") + "/t" + std::to_string(t)).c_str(),
+                                   [=](benchmark::State& st) { bm_readbw(st, avx512, t); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    for (int64_t M : {int64_t{1}, int64_t{128}}) {
+      for (const Shape& s : kShapes) {
+        for (double z : kDensities) {
+          for (TernaryFormat f : kFormats) {
+            char name[160];
+            std::snprintf(name, sizeof name, "%s/%s/%ldx%ld/z%.3f/t%d", M == 1 ? "gemv" : "gemm128",
+                          std::string(ternary_format_name(f)).c_str(), static_cast<long>(s.n),
+                          static_cast<long>(s.k), z, t);
+            benchmark::RegisterBenchmark(name, [=](benchmark::State& st) { bm_ternary(st, f, s, z, M, t); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
+      }
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
