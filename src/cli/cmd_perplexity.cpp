@@ -57,9 +57,11 @@ int run(const PplArgs& a) {
   const KvDType kv_dtype = parse_kv_dtype(a.kv_dtype);
   const float kv_scale = a.kv_scale > 0 ? a.kv_scale
       : calibrate_kv_scale(*lm.model, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
-  fmt::print(stderr, "KV cache: {}, {} bytes/token{}\n", kv_dtype_name(kv_dtype),
-             KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1, kv_dtype}.bytes_per_token(),
-             kv_dtype == KvDType::kFP8E4M3 || kv_dtype == KvDType::kI8 ? fmt::format(", scale {:.4g}", kv_scale) : "");
+  // Printed once the text is known to be long enough (errors come first on stderr).
+  const std::string kv_line = fmt::format(
+      "KV cache: {}, {} bytes/token{}\n", kv_dtype_name(kv_dtype),
+      KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1, kv_dtype}.bytes_per_token(),
+      kv_dtype == KvDType::kFP8E4M3 || kv_dtype == KvDType::kI8 ? fmt::format(", scale {:.4g}", kv_scale) : "");
   std::optional<int32_t> bos = c.bos_token_id ? c.bos_token_id : lm.tokenizer->bos_id();
 
   LogitsRecorder recorder;
@@ -86,8 +88,8 @@ int run(const PplArgs& a) {
     meta["chunks"] = std::to_string(a.chunks);
     PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [&](int i, int n, double ppl) {
       if (i == 1)
-        fmt::print(stderr, "perplexity: {} tokens, ctx {}, {} chunks, scoring positions {}..{} of each chunk\n",
-                   tokens.size(), a.ctx, n, a.ctx / 2, a.ctx - 2);
+        fmt::print(stderr, "{}perplexity: {} tokens, ctx {}, {} chunks, scoring positions {}..{} of each chunk\n",
+                   kv_line, tokens.size(), a.ctx, n, a.ctx / 2, a.ctx - 2);
       fmt::print(stderr, "[{}/{}] {:.4f}\n", i, n, ppl);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -104,8 +106,9 @@ int run(const PplArgs& a) {
     std::optional<int32_t> prefix = bos ? bos : lm.tokenizer->eos_id();
     if (!prefix) fail("perplexity --mode rolling: the model has neither a BOS nor an EOS token for the prefix");
     meta["ctx"] = std::to_string(scorer.max_length());
-    fmt::print(stderr, "rolling perplexity: {} tokens, windows of {} tokens, prefix token {}\n", tokens.size(),
-               scorer.max_length(), *prefix);
+    if (tokens.empty()) fail("perplexity: {} has no tokens", a.file);
+    fmt::print(stderr, "{}rolling perplexity: {} tokens, windows of {} tokens, prefix token {}\n", kv_line,
+               tokens.size(), scorer.max_length(), *prefix);
     ScoredLogitsFn sink;
     if (want_logits) sink = [&](size_t, size_t, std::span<const float> lg, int32_t t) { on_scored(lg, t); };
     const RollingPerplexityResult r = rolling_perplexity(scorer, tokens, text, *prefix,

@@ -30,6 +30,13 @@ size_t utf8_length(const std::string& s) {
 
 namespace {
 
+// lm-eval's target delimiter " " in front of a continuation.
+std::string delimited(const std::string& s) {
+  std::string out = " ";
+  out += s;
+  return out;
+}
+
 const nlohmann::json& field(const nlohmann::json& row, const char* name, const std::string& where) {
   auto it = row.find(name);
   if (it == row.end()) fail("{}: missing field '{}'", where, name);
@@ -85,16 +92,16 @@ std::vector<TaskDoc> load_task_docs(const std::string& task, const std::string& 
     if (!row.is_object()) fail("{}: a row must be a JSON object", where);
     TaskDoc d;
     if (type == TaskType::kGreedyTarget) {
-      d.requests.push_back({str_field(row, "context", where), " " + str_field(row, "continuation", where)});
+      d.requests.push_back({str_field(row, "context", where), delimited(str_field(row, "continuation", where))});
     } else if (task == "winogrande") {
       d.choices = str_list(row, "context_options", where);
       const std::string cont = str_field(row, "continuation", where);
-      for (const auto& opt : d.choices) d.requests.push_back({opt, " " + cont});
+      for (const auto& opt : d.choices) d.requests.push_back({opt, delimited(cont)});
       d.gold = gold_field(row, d.choices.size(), where);
     } else {
       const std::string query = str_field(row, "query", where);
       d.choices = str_list(row, "choices", where);
-      for (const auto& c : d.choices) d.requests.push_back({query, " " + c});
+      for (const auto& c : d.choices) d.requests.push_back({query, delimited(c)});
       d.gold = gold_field(row, d.choices.size(), where);
     }
     docs.push_back(std::move(d));
