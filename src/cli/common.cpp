@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -95,6 +96,7 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
     CudaOptions co;
     if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
     else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+    if (const char* g = std::getenv("TRITIUM_CUDA_GRAPHS"); g && std::string(g) == "0") co.graphs = false;
     if (o.tensor_parallel > 1) lm.model = start_tensor_parallel(*lm.model, o.tensor_parallel, co);
     else lm.model->set_backend(make_cuda_backend(*lm.model, co));
   } else if (o.device != "cpu") {
