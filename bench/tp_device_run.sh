@@ -1,13 +1,14 @@
 #!/bin/bash
 # Tensor parallelism on nvidia-h200-x2 (bench/RESULTS.md "Tensor parallelism (2x H200)", docs/tensor_parallel.md).
-# Run from the repository root with .device/tp carried: bin/{tritium,tritium_tests} built here with
-#   cmake -S . -B build-cuda -G Ninja -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-# lib/ (non-system .so files of those binaries), models/tiny-qwen2, wiki.txt (a wikitext-2 test excerpt).
+# Run from the repository root with .device/tp carried, holding payload.tar.xz: bin/{tritium,tritium_tests} built
+# with  cmake -S . -B build-cuda -G Ninja -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTRITIUM_BUILD_BENCH=OFF
+# (stripped), lib/ (their non-system .so files), models/tiny-qwen2, wiki.txt (first 200 kB of wikitext-2 test).
 # libnccl.so.2 is not carried (218 MB): the device's nvidia-nccl-cu13 Python package provides it (dlopen).
 # Writes $OUT/tp_summary.txt and logs; finishes in < 6 minutes (every step has a timeout).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 R=$(pwd); D=$R/.device/tp; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/tp_summary.txt; : > $S
 T0=$(date +%s)
+(cd $D && tar -xJf payload.tar.xz) || { echo "payload missing" | tee $S; exit 1; }
 say() { echo "$*" | tee -a $S; }
 NCCL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 [ -e "$NCCL_LIB/libnccl.so.2" ] || NCCL_LIB=$(dirname "$(find / -name 'libnccl.so.2' -not -path '/proc/*' 2>/dev/null | head -1)")
