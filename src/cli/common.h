@@ -21,6 +21,7 @@ struct ModelOptions {
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
+  int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
 };
 
 void add_model_options(CLI::App* app, ModelOptions& o);
