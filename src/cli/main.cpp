@@ -8,6 +8,8 @@
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+  // Line-buffered stdout: results reach a pipe or file as soon as they are printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"tritium: inference engine for ternary (1.58-bit) and LLM.int8() language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tritium 0.1.0");

@@ -21,6 +21,7 @@ struct NcclApi {
   ncclResult_t (*GetUniqueId)(ncclUniqueId*) = nullptr;
   ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*CommAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
@@ -48,6 +49,7 @@ const NcclApi& api() {
     a.GetUniqueId = reinterpret_cast<decltype(a.GetUniqueId)>(sym("ncclGetUniqueId"));
     a.CommInitRank = reinterpret_cast<decltype(a.CommInitRank)>(sym("ncclCommInitRank"));
     a.CommDestroy = reinterpret_cast<decltype(a.CommDestroy)>(sym("ncclCommDestroy"));
+    a.CommAbort = reinterpret_cast<decltype(a.CommAbort)>(dlsym(h, "ncclCommAbort"));
     a.AllReduce = reinterpret_cast<decltype(a.AllReduce)>(sym("ncclAllReduce"));
     a.AllGather = reinterpret_cast<decltype(a.AllGather)>(sym("ncclAllGather"));
     a.Broadcast = reinterpret_cast<decltype(a.Broadcast)>(sym("ncclBroadcast"));
@@ -96,7 +98,11 @@ NcclComm::~NcclComm() {
   cudaSetDevice(device_);
   if (staging_) cudaFree(staging_);
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-  if (comm_) api().CommDestroy(static_cast<ncclComm_t>(comm_));
+  // Shutdown only: abort is local (destroy may wait on peers that have already exited).
+  if (comm_) {
+    if (api().CommAbort) api().CommAbort(static_cast<ncclComm_t>(comm_));
+    else api().CommDestroy(static_cast<ncclComm_t>(comm_));
+  }
 }
 
 void NcclComm::all_reduce_sum(float* data, size_t n, void* stream) {

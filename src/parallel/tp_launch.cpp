@@ -71,9 +71,18 @@ class LeaderBackend final : public ForwardBackend {
       comm_->broadcast_host(hdr, 4, 0);
     } catch (...) {
     }
+    // Workers exit right after the stop message; never wait forever on one that hangs in driver teardown.
     for (pid_t p : workers_) {
       int st = 0;
-      waitpid(p, &st, 0);
+      bool done = false;
+      for (int i = 0; i < 1000 && !done; ++i) {  // up to 10 s
+        done = waitpid(p, &st, WNOHANG) == p;
+        if (!done) usleep(10000);
+      }
+      if (!done) {
+        kill(p, SIGKILL);
+        waitpid(p, &st, 0);
+      }
     }
   }
   void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) override {
@@ -112,7 +121,13 @@ class LeaderBackend final : public ForwardBackend {
     for (;;) {
       int32_t hdr[4] = {0, 0, 0, 0};
       comm->broadcast_host(hdr, 4, 0);
-      if (hdr[0] == kStop) break;
+      if (hdr[0] == kStop) {
+        // Leave without tearing down NCCL / CUDA objects: ncclCommDestroy may wait for peers that are already
+        // gone; the process exit releases the GPU.
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(0);
+      }
       wire.resize(static_cast<size_t>(hdr[1]));
       comm->broadcast_host(wire.data(), wire.size(), 0);
       if (!cache || cache->num_blocks() != hdr[2] || cache->block_size() != hdr[3])
