@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "io/tritium_model.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/ops.h"
 #include "model/inspect.h"
 #include "model/loader.h"
 #include "quant/q4_rows.h"
@@ -390,4 +391,27 @@ TEST(CliConvert, ConvertInspectAndRun) {
   const auto bad = test::run_cli({"convert", "-o", out.str() + "/x", "--quant", "int8-absmax"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("already ternary"), std::string::npos) << bad.err;
+}
+
+TEST(QuantizeRows, Avx512MatchesScalarBitForBit) {
+  if (!cpu::kernel_path_supported(cpu::KernelPath::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t M = 11, K = 2563;  // a tail that is not a multiple of 16
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = nd(rng);
+  for (int64_t k = 0; k < K; k += 7) x[k] = 127.0f * 0.5f * static_cast<float>(k % 5) / 127.0f;  // ties
+  x[3 * K + 5] = 0;  // a row with a large value
+  x[4 * K + 9] = 1e6f;
+  for (int64_t k = 0; k < K; ++k) x[5 * K + k] = 0.0f;  // all zero row
+  std::vector<int8_t> qa(x.size()), qb(x.size());
+  std::vector<float> sa(M), sb(M);
+  cpu::set_cpu_kernel_path(cpu::KernelPath::kRef);
+  cpu::quantize_rows_absmax_i8(x.data(), M, K, qa.data(), sa.data());
+  cpu::set_cpu_kernel_path(cpu::KernelPath::kAvx512);
+  cpu::quantize_rows_absmax_i8(x.data(), M, K, qb.data(), sb.data());
+  cpu::reset_cpu_kernel_path();
+  EXPECT_EQ(qa, qb);
+  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), M * 4));
+  EXPECT_EQ(qa[4 * K + 9], 127);
 }
