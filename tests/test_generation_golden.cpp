@@ -8,6 +8,7 @@
 #include "eval/perplexity.h"
 #include "eval/text_file.h"
 #include "model/loader.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/generator.h"
 #include "test_util.h"
 
@@ -20,10 +21,11 @@ nlohmann::json read_json(const std::string& p) {
   return nlohmann::json::parse(in);
 }
 
-void check_greedy(const std::string& model_dir, const std::string& golden_path, TernaryFormat fmt) {
+void check_greedy(const std::string& model_dir, const std::string& golden_path, TernaryFormat fmt, bool cuda = false) {
   LoadOptions lo;
   lo.ternary_format = fmt;
   auto model = load_transformer(model_dir, lo);
+  if (cuda) model->set_backend(make_cuda_backend(*model));
   auto tok = Tokenizer::from_file(model_dir + "/tokenizer.json");
   auto golden = read_json(golden_path);
   Generator gen(*model, *tok);
@@ -42,12 +44,15 @@ void check_greedy(const std::string& model_dir, const std::string& golden_path, 
     while (same < got.size() && same < want.size() && got[same] == want[same]) ++same;
     EXPECT_GE(same, 32u) << pr["text"];
     std::printf("  %-50.50s %zu/%zu greedy tokens equal\n", pr["text"].get<std::string>().c_str(), same, want.size());
-    if (same == want.size()) EXPECT_EQ(text, pr["greedy_text"].get<std::string>());
+    if (same == want.size()) {
+      EXPECT_EQ(text, pr["greedy_text"].get<std::string>());
+    }
   }
 }
 
-double ppl_of(const std::string& model_dir, const std::string& text_path, int ctx, int chunks) {
+double ppl_of(const std::string& model_dir, const std::string& text_path, int ctx, int chunks, bool cuda = false) {
   auto model = load_transformer(model_dir, {TernaryFormat::kI2});
+  if (cuda) model->set_backend(make_cuda_backend(*model));
   auto tok = Tokenizer::from_file(model_dir + "/tokenizer.json");
   const auto tokens = tok->encode(read_text_universal_newlines(text_path), false);
   PerplexityOptions po;
@@ -76,7 +81,7 @@ TEST(GenerationGolden, TinyQwen2Greedy) {
 }
 
 // Perplexity within 0.5% of the golden values: wiki.test.raw and 2852-0.txt, ctx 512, 40 chunks, both models.
-TEST(PerplexityGolden, BothModelsBothTexts) {
+static void check_ppl(bool cuda) {
   REQUIRE_SHARED_DATA(s);
   if (test::under_sanitizer()) GTEST_SKIP() << "40-chunk perplexity runs in the Release suite only (too slow under ASan)";
   struct Case { std::string model, golden, text, key; };
@@ -88,11 +93,32 @@ TEST(PerplexityGolden, BothModelsBothTexts) {
   };
   for (const auto& c : cases) {
     const double want = read_json(c.golden)["perplexity"][c.key]["ppl"].get<double>();
-    const double got = ppl_of(c.model, c.text, 512, 40);
-    std::printf("  %s %s: ppl %.4f (golden %.4f, %+.3f%%)\n", c.model.c_str(), c.key.c_str(), got, want,
+    const double got = ppl_of(c.model, c.text, 512, 40, cuda);
+    std::printf("  [%s] %s %s: ppl %.4f (golden %.4f, %+.3f%%)\n", cuda ? "cuda" : "cpu", c.model.c_str(), c.key.c_str(), got, want,
                 100.0 * (got - want) / want);
     EXPECT_NEAR(got, want, 0.005 * want) << c.model << " " << c.key;
   }
+}
+
+TEST(PerplexityGolden, BothModelsBothTexts) { check_ppl(false); }
+
+#define REQUIRE_CUDA_DEVICE() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): CUDA golden test skipped"
+
+TEST(PerplexityGolden, BothModelsBothTextsCuda) {
+  REQUIRE_CUDA_DEVICE();
+  check_ppl(true);
+}
+
+TEST(GenerationGolden, TinyBitnetGreedyCuda) {
+  REQUIRE_CUDA_DEVICE();
+  check_greedy(test::bundled_model(), test::data_dir() + "/golden/tiny-bitnet.json", TernaryFormat::kI2, true);
+}
+
+TEST(GenerationGolden, TinyQwen2GreedyCuda) {
+  REQUIRE_CUDA_DEVICE();
+  REQUIRE_SHARED_DATA(s);
+  check_greedy(s + "/models/tiny-qwen2", s + "/golden/tiny-qwen2.json", TernaryFormat::kI2, true);
 }
 
 // A short perplexity run that also runs under the sanitizers: ctx 256, 2 chunks, against the same procedure

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/loader.h"
 #include "runtime/block_allocator.h"
+#include "runtime/cuda_backend.h"
 #include "test_util.h"
 
 using namespace tritium;
@@ -22,8 +23,9 @@ struct GoldenCase {
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-void check_logits(const GoldenCase& gc, float max_tol, float mean_tol) {
+void check_logits(const GoldenCase& gc, float max_tol, float mean_tol, bool cuda = false) {
   auto model = load_transformer(gc.model_dir);
+  if (cuda) model->set_backend(make_cuda_backend(*model));
   std::ifstream in(gc.golden_json);
   auto golden = nlohmann::json::parse(in);
   auto ref = WeightStore::from_file(gc.golden_logits);
@@ -68,4 +70,23 @@ TEST(ModelGolden, TinyQwen2Logits) {
   REQUIRE_SHARED_DATA(s);
   check_logits({s + "/models/tiny-qwen2", s + "/golden/tiny-qwen2.json", s + "/golden/tiny-qwen2.logits.safetensors"},
                2e-3f, 2e-3f);
+}
+
+// The same goldens with the whole forward on the GPU (skipped visibly without CUDA or a GPU).
+#define REQUIRE_CUDA_DEVICE() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): CUDA golden test skipped"
+
+TEST(ModelGolden, TinyBitnetLogitsCuda) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string d = test::data_dir() + "/golden";
+  check_logits({test::bundled_model(), d + "/tiny-bitnet.json", d + "/tiny-bitnet.logits.safetensors"}, 0.5f, 0.05f,
+               true);
+}
+
+TEST(ModelGolden, TinyQwen2LogitsCuda) {
+  REQUIRE_CUDA_DEVICE();
+  REQUIRE_SHARED_DATA(s);
+  // lm_head in bf16 on the GPU: the tolerance is that of bf16 activations (float logits on the CPU: 2e-3).
+  check_logits({s + "/models/tiny-qwen2", s + "/golden/tiny-qwen2.json", s + "/golden/tiny-qwen2.logits.safetensors"},
+               5e-2f, 1e-2f, true);
 }

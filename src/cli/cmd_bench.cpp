@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cli/bench_serve.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
@@ -86,20 +87,21 @@ int run(const BenchArgs& a) {
   const std::string name = std::filesystem::path(lm.dir).filename().string();
   const std::string fmt_name = model.layers().empty() ? "?" : model.layers()[0].qkv->format_name();
   const std::string head = model.lm_head().format_name();
+  const std::string backend = model.backend() ? model.backend()->name() : "CPU";
   fmt::print("| model | size | weights | lm_head | backend | threads | test | t/s | median t/s |\n");
   fmt::print("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |\n");
   if (!pp_ts.empty()) {
     Stat s = stats(pp_ts);
-    fmt::print("| {} | {:.2f} MiB | {} | {} | CPU | {} | pp{} | {:.2f} ± {:.2f} | {:.2f} |\n", name, size_mib, fmt_name,
-               head, num_threads(), a.pp, s.mean, s.sd, s.median);
+    fmt::print("| {} | {:.2f} MiB | {} | {} | {} | {} | pp{} | {:.2f} ± {:.2f} | {:.2f} |\n", name, size_mib, fmt_name,
+               head, backend, num_threads(), a.pp, s.mean, s.sd, s.median);
   }
   Stat tg{};
   if (!tg_ts.empty()) {
     tg = stats(tg_ts);
-    fmt::print("| {} | {:.2f} MiB | {} | {} | CPU | {} | tg{} | {:.2f} ± {:.2f} | {:.2f} |\n", name, size_mib, fmt_name,
-               head, num_threads(), a.tg, tg.mean, tg.sd, tg.median);
+    fmt::print("| {} | {:.2f} MiB | {} | {} | {} | {} | tg{} | {:.2f} ± {:.2f} | {:.2f} |\n", name, size_mib, fmt_name,
+               head, backend, num_threads(), a.tg, tg.mean, tg.sd, tg.median);
   }
-  if (!a.no_roofline) {
+  if (!a.no_roofline && !model.backend()) {  // the CPU read bandwidth is no roofline for a GPU
     const double bw = measure_read_bandwidth_gbs(size_t{1} << 30, num_threads());
     const double bytes = static_cast<double>(model.weight_bytes_per_token());
     const double roof = bw * 1e9 / bytes;
@@ -121,7 +123,9 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("-n,--n-gen", a->tg, "generated tokens (tg test; 0 = skip)")->check(CLI::Range(0, 1 << 20));
   sub->add_option("-r,--repetitions", a->reps, "repetitions")->check(CLI::Range(1, 1000));
   sub->add_flag("--no-roofline", a->no_roofline, "skip the memory bandwidth measurement");
-  runners()[sub] = [a] { return run(*a); };
+  CLI::App* serve = nullptr;
+  auto run_serve = add_bench_serve(sub, &serve);
+  runners()[sub] = [=] { return serve->parsed() ? run_serve() : run(*a); };
 });
 
 }  // namespace tritium::cli

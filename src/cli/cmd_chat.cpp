@@ -17,9 +17,7 @@ struct ChatArgs {
   std::string system;
   std::string prompt;  // one message, non-interactive
   int n = 256;
-  float temp = 0.7f, top_p = 0.95f;
-  int top_k = 40;
-  int64_t seed = -1;
+  SamplingOptions sampling;
 };
 
 int run(const ChatArgs& a) {
@@ -29,13 +27,7 @@ int run(const ChatArgs& a) {
   Generator gen(*lm.model, *lm.tokenizer);
   GenerateOptions go;
   go.max_new_tokens = a.n;
-  go.sampling.temperature = a.temp;
-  go.sampling.top_k = a.top_k;
-  go.sampling.top_p = a.top_p;
-  if (a.seed >= 0) {
-    go.sampling.seed = static_cast<uint64_t>(a.seed);
-    go.sampling.has_seed = true;
-  }
+  go.sampling = a.sampling.params();
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   const bool interactive = a.prompt.empty();
@@ -77,10 +69,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--system", a->system, "system message");
   sub->add_option("-p,--prompt", a->prompt, "one user message, answered non-interactively");
   sub->add_option("-n,--n-predict", a->n, "maximum new tokens per reply")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temp", a->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--top-k", a->top_k, "top-k (0 = off)");
-  sub->add_option("--top-p", a->top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--seed", a->seed, "RNG seed");
+  add_sampling_options(sub, a->sampling);
   runners()[sub] = [a] { return run(*a); };
 });
 

@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "eval/perplexity.h"
 #include "eval/text_file.h"
+#include "runtime/engine.h"
 
 namespace tritium::cli {
 namespace {
@@ -18,6 +19,8 @@ struct PplArgs {
   std::string file;
   int ctx = 512;
   int chunks = 0;
+  std::string kv_dtype = "f32";
+  float kv_scale = 0;
 };
 
 int run(const PplArgs& a) {
@@ -28,6 +31,12 @@ int run(const PplArgs& a) {
   PerplexityOptions po;
   po.n_ctx = a.ctx;
   po.max_chunks = a.chunks;
+  po.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  po.kv_scale = a.kv_scale > 0 ? a.kv_scale
+                               : calibrate_kv_scale(*lm.model, po.kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
+  fmt::print(stderr, "KV cache: {}, {} bytes/token{}\n", kv_dtype_name(po.kv_dtype),
+             KvCacheSpec{lm.model->config().num_layers, lm.model->config().num_kv_heads, lm.model->config().head_dim, 16, 1, po.kv_dtype}.bytes_per_token(),
+             po.kv_dtype == KvDType::kFP8E4M3 || po.kv_dtype == KvDType::kI8 ? fmt::format(", scale {:.4g}", po.kv_scale) : "");
   const auto& c = lm.model->config();
   if (c.bos_token_id) po.bos_id = *c.bos_token_id;
   else if (lm.tokenizer->bos_id()) po.bos_id = *lm.tokenizer->bos_id();
@@ -53,6 +62,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("-f,--file", a->file, "text file")->required();
   sub->add_option("-c,--ctx", a->ctx, "context size per chunk")->check(CLI::Range(4, 1 << 20));
   sub->add_option("--chunks", a->chunks, "maximum number of chunks (0 = all)")->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8, int8");
+  sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated)");
   runners()[sub] = [a] { return run(*a); };
 });
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "runtime/cuda_backend.h"
 
 namespace fs = std::filesystem;
 
@@ -25,6 +26,30 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
   app->add_option("--lm-head", o.lm_head,
                   "output head storage: f32, int8 (per-row int8), q4 (4-bit, groups of 32); default: as stored");
+  app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
+}
+
+SamplingParams SamplingOptions::params() const {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repetition_penalty = repeat_penalty;
+  if (seed >= 0) {
+    p.seed = static_cast<uint64_t>(seed);
+    p.has_seed = true;
+  }
+  return p;
+}
+
+void add_sampling_options(CLI::App* app, SamplingOptions& o) {
+  app->add_option("--temp", o.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", o.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 30));
+  app->add_option("--top-p", o.top_p, "top-p / nucleus (1 = off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--min-p", o.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", o.repeat_penalty, "repetition penalty (1 = off)")->check(CLI::Range(0.01, 100.0));
+  app->add_option("--seed", o.seed, "RNG seed (default: random)");
 }
 
 std::string resolve_model_dir(const std::string& m) {
@@ -71,6 +96,14 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   const auto t0 = std::chrono::steady_clock::now();
   const LoadOptions lo = make_load_options(o);
   lm.model = load_transformer(lm.dir, lo);
+  if (o.device.rfind("cuda", 0) == 0) {
+    CudaOptions co;
+    if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
+    else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+    lm.model->set_backend(make_cuda_backend(*lm.model, co));
+  } else if (o.device != "cpu") {
+    fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+  }
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
     if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/loader.h"
+#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tritium::cli {
@@ -20,6 +21,7 @@ struct ModelOptions {
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
   std::string lm_head;             ///< --lm-head: f32, int8, q4 ("" = as stored)
+  std::string device = "cpu";    ///< --device: cpu or cuda[:N]
 };
 
 /// LoadOptions from the command line (--weights auto -> auto_ternary_format(); an explicit format also repacks
@@ -27,6 +29,15 @@ struct ModelOptions {
 LoadOptions make_load_options(const ModelOptions& o);
 
 void add_model_options(CLI::App* app, ModelOptions& o);
+
+/// Sampling options shared by generate and chat (llama.cpp names).
+struct SamplingOptions {
+  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  int top_k = 40;
+  int64_t seed = -1;  ///< < 0: random
+  SamplingParams params() const;
+};
+void add_sampling_options(CLI::App* app, SamplingOptions& o);
 
 /// Resolves -m: the given folder, or the bundled models/tiny-bitnet (next to the working directory, the
 /// executable, or the source tree). Throws tritium::Error when nothing is found.

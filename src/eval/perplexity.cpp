@@ -23,6 +23,8 @@ PerplexityResult compute_perplexity(const Transformer& model, const std::vector<
   if (opts.max_chunks > 0) n_chunks = std::min(n_chunks, opts.max_chunks);
 
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (n_ctx + 15) / 16};
+  spec.dtype = opts.kv_dtype;
+  spec.quant_scale = opts.kv_scale;
   KvCache cache(spec);
   BlockAllocator alloc(spec.num_blocks);
   BlockTable bt;

@@ -14,6 +14,8 @@ struct PerplexityOptions {
   int max_chunks = 0;  ///< 0 = all chunks
   int32_t bos_id = 0;
   bool prepend_bos = true;
+  KvDType kv_dtype = KvDType::kF32;  ///< KV cache dtype (to measure the perplexity effect of quantized caches)
+  float kv_scale = 1.0f;             ///< fp8/int8 per-tensor scale (see calibrate_kv_scale in runtime/engine.h)
 };
 
 struct PerplexityResult {

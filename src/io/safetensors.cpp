@@ -218,12 +218,13 @@ std::vector<float> tensor_to_f32(const TensorView& t) {
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  // The header is padded with spaces so the data section starts 8-byte aligned, as the reference writer does.
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
   std::vector<uint64_t> offsets;
+  // Tensors are laid out back to back: Python's safetensors rejects gaps between them.
   for (const auto& t : tensors) {
-    off = (off + 7) & ~uint64_t{7};
     offsets.push_back(off);
     header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
                       {"data_offsets", {off, off + t.nbytes}}};

@@ -85,7 +85,9 @@ std::vector<float> tensor_to_f32(const TensorView& t);
 /// Reads element i of a floating tensor as float.
 float tensor_scalar_f32(const TensorView& t, int64_t i = 0);
 
-/// Writes tensors to a safetensors file (8-byte aligned offsets). Throws tritium::Error on I/O failure.
+/// Writes tensors to a safetensors file, back to back in the given order (the data section starts 8-byte
+/// aligned; order tensors by decreasing element size to keep each aligned). Written to PATH.tmp, then renamed.
+/// Throws tritium::Error on I/O failure.
 struct TensorToWrite {
   std::string name;
   DType dtype;

@@ -19,10 +19,20 @@ namespace {
 using json = nlohmann::json;
 
 // Collects tensors to write; owns converted copies.
+// write_safetensors lays tensors out back to back in the order given (from an 8-byte aligned data section), so
+// the sink inserts small U8 padding tensors ("tritium.pad.<i>") to start every tensor at a multiple of 64 bytes:
+// packed buffers are then used in place (bitcos needs 8-byte alignment, the kernels like whole cache lines).
 class TensorSink {
  public:
+  static constexpr size_t kAlign = 64;
   void add(std::string name, DType dt, std::vector<int64_t> shape, const void* data, size_t nbytes) {
+    if (offset_ % kAlign != 0) {
+      const size_t pad = kAlign - offset_ % kAlign;
+      tensors_.push_back({fmt::format("tritium.pad.{}", pads_++), DType::U8, {static_cast<int64_t>(pad)}, kZeros, pad});
+      offset_ += pad;
+    }
     tensors_.push_back({std::move(name), dt, std::move(shape), data, nbytes});
+    offset_ += nbytes;
   }
   // Float32 values, written as BF16 when every value is exactly a bf16 (lossless), else F32.
   void add_float(std::string name, const float* p, std::vector<int64_t> shape) {
@@ -46,6 +56,9 @@ class TensorSink {
   const std::vector<TensorToWrite>& tensors() const { return tensors_; }
 
  private:
+  static constexpr uint8_t kZeros[kAlign] = {};
+  size_t offset_ = 0;
+  int pads_ = 0;
   std::deque<std::vector<float>> f32_;
   std::vector<TensorToWrite> tensors_;
   std::deque<std::vector<uint16_t>> u16_;

@@ -18,6 +18,8 @@
 //   kind "q4":      L.codes U8 [N, K/2], L.scales F16 [N, K/32] (src/quant/q4_rows.h);
 //   kind "float":   L.weight BF16 or F32 [N, K] (BF16 when every value is exactly a bf16), optional L.bias;
 //   kind "tied":    lm_head only: the embedding table is the head (float32).
+// Every tensor starts at a multiple of 64 bytes of the data section (U8 padding tensors "tritium.pad.<i>" fill the
+// gaps, since safetensors readers reject holes).
 // Embeddings and norms keep their Hugging Face names (model.embed_tokens.weight, model.layers.<i>.
 // input_layernorm.weight, ..., model.norm.weight), BF16 when exact, else F32.
 #pragma once

@@ -67,6 +67,13 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     M += static_cast<int64_t>(ch.tokens.size());
     out_rows += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
   }
+  if (backend_) {
+    for (const auto& ch : batch)
+      for (int32_t tok : ch.tokens)
+        TRITIUM_CHECK(tok >= 0 && tok < V, "forward: token id {} outside the vocabulary of {}", tok, V);
+    backend_->forward(batch, cache, logits);
+    return;
+  }
   // Embedding lookup.
   std::vector<float> x(static_cast<size_t>(M * Hd));
   {

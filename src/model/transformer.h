@@ -39,6 +39,17 @@ struct BatchChunk {
 /// ("qkv", "o", "gate_up", "down"), x [M, K].
 using ActivationObserver = std::function<void(int layer, const char* proj, const float* x, int64_t M, int64_t K)>;
 
+/// Runs Transformer::forward on an accelerator instead of the CPU (the CUDA backend: runtime/cuda_backend.h).
+/// It receives the same batch, the host KvCache object (whose device_state() it may use for its own copy of the
+/// pool) and fills logits exactly as the CPU forward documents. Batch validation has been done by the caller.
+class ForwardBackend {
+ public:
+  virtual ~ForwardBackend() = default;
+  virtual void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) = 0;
+  /// A short name for reports ("cuda:0 NVIDIA H200").
+  virtual std::string name() const = 0;
+};
+
 class Transformer {
  public:
   Transformer(ModelConfig config, std::shared_ptr<const std::vector<float>> embed, std::vector<LayerWeights> layers,
@@ -56,6 +67,13 @@ class Transformer {
   /// Keeps an object (e.g. the memory-mapped model file whose bytes packed weights borrow) alive as long as
   /// the model.
   void set_keep_alive(std::shared_ptr<const void> k) { keep_alive_ = std::move(k); }
+
+  /// Routes forward() to an accelerator backend (nullptr: back to the CPU). The activation observer is not
+  /// called on a backend.
+  void set_backend(std::shared_ptr<ForwardBackend> b) { backend_ = std::move(b); }
+  ForwardBackend* backend() const { return backend_.get(); }
+  /// RoPE inverse frequencies [head_dim / 2], float32 as HF computes them.
+  const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
 
   /// Bytes of all weights as stored (projections in their format + embeddings/norms in f32).
   size_t weight_bytes() const;
@@ -80,6 +98,7 @@ class Transformer {
   std::vector<float> inv_freq_;  ///< [head_dim / 2] RoPE inverse frequencies, float32 as HF computes them
   ActivationObserver observer_;
   std::shared_ptr<const void> keep_alive_;
+  std::shared_ptr<ForwardBackend> backend_;
 };
 
 }  // namespace tritium

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -51,12 +52,17 @@ class KvCache {
   /// Reads positions [0, n) of a sequence into float32 [n, kv_dim] buffers (dequantizing).
   void gather(int layer, const int32_t* block_table, int64_t n, float* k_out, float* v_out) const;
 
+  /// State an accelerator backend keeps with this cache (its own copy of the pool in device memory, same block
+  /// ids and block size); released together with the cache.
+  std::shared_ptr<void>& device_state() { return device_state_; }
+
  private:
   uint8_t* slot(int layer, int kv, int64_t block, int64_t offset);
   const uint8_t* slot(int layer, int kv, int64_t block, int64_t offset) const;
   KvCacheSpec spec_;
   size_t row_bytes_;
   std::vector<uint8_t> data_;
+  std::shared_ptr<void> device_state_;
 };
 
 }  // namespace tritium

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace tritium::cpu {
 namespace detail {
@@ -35,14 +36,8 @@ void gemm_f32_ref_rows(const float* x, const float* w, const float* bias, float*
 
 }  // namespace detail
 
-static bool use_avx2() {
-  static const bool ok = [] {
-    const char* f = std::getenv("TRITIUM_KERNEL");
-    if (f && std::strcmp(f, "ref") == 0) return false;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return ok;
-}
+// Follows the process-wide kernel path (TRITIUM_KERNEL / set_cpu_kernel_path): ref forces the portable loop.
+static bool use_avx2() { return cpu_kernel_path() != KernelPath::kRef; }
 
 void gemm_f32(const float* x, const float* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K) {
   const bool avx2 = use_avx2();

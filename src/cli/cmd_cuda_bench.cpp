@@ -1,0 +1,123 @@
+// tritium cuda-bench: the CUDA kernels on the 2B4T shapes vs cuBLAS bf16, and end-to-end decode throughput of a
+// model on the GPU at several batch sizes with the HBM roofline.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "kernels/cuda/ternary_tc2.h"
+#include "runtime/block_allocator.h"
+#include "runtime/cuda_backend.h"
+
+namespace tritium::cli {
+namespace {
+
+struct CudaBenchArgs {
+  ModelOptions model;
+  bool kernels = false;
+  std::vector<int> batches = {1, 16};
+  int prompt = 32;
+  int gen = 64;
+  int reps = 3;
+};
+
+/// Bytes of weights the GPU reads per decode step: tc2 ternary projections + lm_head (bf16) .
+double gpu_weight_bytes(const Transformer& m) {
+  double b = 0;
+  auto lin = [&](const Linear& l) {
+    if (dynamic_cast<const TernaryLinear*>(&l)) b += static_cast<double>(cuda::Tc2Shape::of(l.out_features(), l.in_features()).bytes());
+    else b += 4.0 * static_cast<double>(l.out_features() * l.in_features());
+  };
+  for (const auto& L : m.layers()) {
+    lin(*L.qkv);
+    lin(*L.o);
+    lin(*L.gate_up);
+    lin(*L.down);
+  }
+  b += 2.0 * static_cast<double>(m.lm_head().out_features() * m.lm_head().in_features());
+  return b;
+}
+
+int run(CudaBenchArgs a) {
+  if (a.kernels) {
+    CudaKernelBenchOptions ko;
+    fmt::print("{}\n", cuda_kernel_bench(ko));
+  }
+  if (a.model.model_dir.empty()) return 0;
+  a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
+  LoadedModel lm = load_model(a.model, false);
+  const Transformer& model = *lm.model;
+  const ModelConfig& c = model.config();
+  fmt::print("model {} on {} (loaded in {:.1f} s)\n", lm.dir, model.backend() ? model.backend()->name() : "cpu",
+             lm.load_seconds);
+  const double bw = cuda_copy_bandwidth_gbs(0);
+  const double wbytes = gpu_weight_bytes(model);
+  const double roof_step = wbytes / (bw * 1e9);
+  fmt::print("weights read per decode step: {:.1f} MB; copy bandwidth {:.0f} GB/s -> roofline {:.1f} steps/s\n\n",
+             wbytes / 1e6, bw, 1.0 / roof_step);
+  fmt::print("| batch | prompt | generated | prefill tok/s | decode steps/s | decode tok/s | % of roofline (steps) |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  using clock = std::chrono::steady_clock;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  for (int B : a.batches) {
+    const int total = a.prompt + a.gen;
+    KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(B) * ((total + 15) / 16)};
+    KvCache cache(spec);
+    BlockAllocator alloc(spec.num_blocks);
+    std::vector<BlockTable> bts(B);
+    for (auto& bt : bts)
+      if (!bt.reserve(alloc, total, spec.block_size)) fail("cuda-bench: KV pool too small");
+    std::vector<std::vector<int32_t>> prompts(B, std::vector<int32_t>(a.prompt));
+    for (auto& p : prompts)
+      for (auto& t : p) t = tok(rng);
+    std::vector<double> pre, dec;
+    std::vector<float> logits;
+    for (int r = 0; r < a.reps + 1; ++r) {
+      std::vector<BatchChunk> batch(B);
+      for (int b = 0; b < B; ++b) batch[b] = BatchChunk{prompts[b], 0, bts[b].blocks, false};
+      auto t0 = clock::now();
+      model.forward(batch, cache, logits);
+      const double ps = std::chrono::duration<double>(clock::now() - t0).count();
+      std::vector<int32_t> next(B);
+      for (int b = 0; b < B; ++b) next[b] = tok(rng);
+      t0 = clock::now();
+      for (int g = 0; g < a.gen; ++g) {
+        for (int b = 0; b < B; ++b)
+          batch[b] = BatchChunk{std::span<const int32_t>(&next[b], 1), a.prompt + g, bts[b].blocks, false};
+        model.forward(batch, cache, logits);
+        for (int b = 0; b < B; ++b) next[b] = static_cast<int32_t>((next[b] * 7 + g) % c.vocab_size);
+      }
+      const double ds = std::chrono::duration<double>(clock::now() - t0).count();
+      if (r > 0) {
+        pre.push_back(B * a.prompt / ps);
+        dec.push_back(a.gen / ds);
+      }
+    }
+    std::sort(pre.begin(), pre.end());
+    std::sort(dec.begin(), dec.end());
+    const double steps = dec[dec.size() / 2];
+    fmt::print("| {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.0f}% |\n", B, a.prompt, a.gen, pre[pre.size() / 2],
+               steps, steps * B, 100.0 * steps * roof_step);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
+  auto a = std::make_shared<CudaBenchArgs>();
+  CLI::App* sub = app.add_subcommand("cuda-bench", "CUDA kernels vs cuBLAS bf16 and end-to-end GPU decode throughput");
+  add_model_options(sub, a->model);
+  sub->add_flag("--kernels", a->kernels, "time the kernels on the 2B4T shapes");
+  sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
+  sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("-r,--repetitions", a->reps, "repetitions (median; one more as warm-up)")->check(CLI::Range(1, 100));
+  runners()[sub] = [a] { return run(*a); };
+});
+
+}  // namespace tritium::cli

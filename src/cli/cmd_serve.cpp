@@ -1,0 +1,139 @@
+// tritium serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <pthread.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace tritium::cli {
+namespace {
+
+struct ServeArgs {
+  ModelOptions model;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  std::string kv_cache_memory;
+  double kv_cache_fraction = 0.10;
+  std::string kv_dtype = "f32";
+  float kv_scale = 0;
+  int block_size = 16;
+  int max_num_seqs = 64;
+  int64_t max_num_batched_tokens = 512;
+  int64_t max_model_len = 0;
+  bool no_prefix_caching = false;
+  std::string max_body = "4MiB";
+  int64_t max_pending = 4096;
+};
+
+/// "123", "64KiB", "512MiB", "2GiB", "1.5G" -> bytes. Throws tritium::Error on anything else.
+size_t parse_bytes(const std::string& s, const char* opt) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    fail("{}: '{}' is not a size (e.g. 512MiB, 2GiB, 1000000)", opt, s);
+  }
+  std::string unit = s.substr(pos);
+  double mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "KB") mul = 1024.0;
+  else if (unit == "M" || unit == "MiB" || unit == "MB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB" || unit == "GB") mul = 1024.0 * 1024 * 1024;
+  else fail("{}: unknown unit in '{}' (use B, KiB, MiB, GiB)", opt, s);
+  if (!(v > 0)) fail("{}: '{}' must be positive", opt, s);
+  return static_cast<size_t>(v * mul);
+}
+
+int run(const ServeArgs& a) {
+  // Signals are taken by a dedicated thread (sigwait): block them before any other thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  LoadedModel lm = load_model(a.model);
+  EngineConfig ec;
+  ec.block_size = a.block_size;
+  if (!a.kv_cache_memory.empty()) ec.kv_cache_memory = parse_bytes(a.kv_cache_memory, "--kv-cache-memory");
+  ec.kv_cache_fraction = a.kv_cache_fraction;
+  ec.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  ec.kv_scale = a.kv_scale;
+  ec.enable_prefix_caching = !a.no_prefix_caching;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_model_len = a.max_model_len;
+  ec.max_pending = a.max_pending;
+  Engine engine(*lm.model, *lm.tokenizer, ec);
+  fmt::print(stderr, "{}\n", engine.kv_summary());
+
+  std::optional<ChatTemplateFiles> chat;
+  try {
+    chat = load_chat_template(lm.dir);
+  } catch (const Error& e) {
+    fmt::print(stderr, "warning: no chat template ({}); /v1/chat/completions will answer 400\n", e.what());
+  }
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = a.port;
+  sc.api_key = a.api_key;
+  sc.model_name = a.served_model_name.empty() ? std::filesystem::path(lm.dir).filename().string() : a.served_model_name;
+  sc.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
+  server::OpenAIServer srv(engine, *lm.tokenizer, chat, sc);
+  const int port = srv.bind();
+  engine.start();
+  fmt::print(stderr, "serving {} on http://{}:{} (model loaded in {:.2f} s; endpoints /v1/completions "
+                     "/v1/chat/completions /v1/models /health /metrics)\n",
+             sc.model_name, a.host, port, lm.load_seconds);
+
+  std::thread sig_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fmt::print(stderr, "received signal {}: no new requests; finishing {} in flight\n", sig, engine.num_unfinished());
+    srv.shutdown();
+  });
+  srv.serve();
+  sig_thread.join();
+  engine.stop();
+  fmt::print(stderr, "server stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  add_model_options(sub, a->model);
+  sub->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
+  sub->add_option("--port", a->port, "port (default 8000)")->check(CLI::Range(0, 65535));
+  sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  sub->add_option("--served-model-name", a->served_model_name, "model id in the API (default: the folder name)");
+  sub->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache pool size, e.g. 256MiB (default: a fraction of free memory)");
+  sub->add_option("--kv-cache-fraction", a->kv_cache_fraction, "fraction of MemAvailable for the KV pool when --kv-cache-memory is not given")
+      ->check(CLI::Range(0.001, 1.0));
+  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8 (e4m3, per-tensor scale), int8");
+  sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated at start)");
+  sub->add_option("--block-size", a->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
+  sub->add_option("--max-num-seqs", a->max_num_seqs, "running sequences at most")->check(CLI::Range(1, 4096));
+  sub->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "tokens per step at most")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-model-len", a->max_model_len, "context limit (default: max_position_embeddings)");
+  sub->add_flag("--no-prefix-caching", a->no_prefix_caching, "disable automatic prefix caching");
+  sub->add_option("--max-body-size", a->max_body, "largest request body (default 4MiB; larger -> 413)");
+  sub->add_option("--max-pending", a->max_pending, "requests in flight at most (more -> 429)")->check(CLI::Range(1, 1 << 30));
+  runners()[sub] = [a] { return run(*a); };
+});
+
+}  // namespace tritium::cli

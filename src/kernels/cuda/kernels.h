@@ -1,0 +1,92 @@
+// tritium kernels/cuda: host wrappers of the CUDA kernels (device pointers in, launches on `stream`).
+//
+// Only code built with TRITIUM_HAVE_CUDA includes this header. Every wrapper checks its launch and throws
+// tritium::Error (through cuda_fail) on a CUDA error; none synchronizes.
+//
+// Ternary weights on the GPU use the "tc2" layout (2 bits/weight, see pack_tc2 in ternary_tc2.h): codes
+// c = w + 1 in {0, 1, 2}. The kernels multiply the codes with int8 activations (dp4a or int8 tensor-core MMA,
+// int32 accumulation) and subtract the row sum of the activations: sum_k w_k x_k = sum_k c_k x_k - sum_k x_k.
+// Integer results are exact, so they equal the CPU ternary kernels bit for bit; the dequantization epilogue
+// y = (float(acc) * inv_scale[m]) * segment_scale[n] uses the CPU's float operation order, so y is bit-exact too.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tritium::cuda {
+
+/// Throws tritium::Error "CUDA error in <what>: <cudaGetErrorString(err)>" when err != cudaSuccess.
+void check(cudaError_t err, const char* what);
+/// check(cudaGetLastError(), what) after a launch.
+void check_launch(const char* what);
+
+/// Per-row dequantization of a ternary projection's int32 results and where they go.
+/// Rows [0, seg_end[0]) use seg_scale[0], [seg_end[0], seg_end[1]) seg_scale[1], ... (up to 3 segments; unused
+/// segments repeat the last end). y[m * ldy + n] = val (add = false) or y[m * ldy + n] += val (add = true,
+/// the residual connection).
+struct TernaryEpilogue {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  bool add = false;
+  int seg_end[3] = {0, 0, 0};
+  float seg_scale[3] = {1.f, 1.f, 1.f};
+};
+
+/// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
+/// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
+/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise), 1 = dp4a GEMV (M <= 16),
+/// 2 = int8 tensor-core GEMM (any M). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
+/// row; 0 = automatic. Throws tritium::Error on bad arguments.
+void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+                    const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream, int kernel = 0,
+                    int lanes_per_row = 0);
+
+/// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
+void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
+                        int32_t* acc, cudaStream_t stream, int kernel = 0, int lanes_per_row = 0);
+
+/// Optional RMSNorm (weight != nullptr) then per-token absmax int8 quantization of rows of x [*, D] (stride ldx).
+/// Row r of the output reads input row (row_map ? row_map[r] : r). RMSNorm as kernels/cpu rms_norm (sum of
+/// squares in double, y = weight * (x * inv)); quantization as quantize_rows_absmax_i8 (s = 127 / max(amax,
+/// 1e-5), round half to even, clamp [-128, 127]). Writes any of: y [rows, D] float (stride D), q [rows, kp]
+/// (zeros past D), inv_s [rows] = 1 / s, sumq [rows] = sum of q. weight == nullptr: no normalization.
+void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
+                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream);
+
+/// Same as norm_quant but also writes y as bf16 (for the bf16 lm_head); y_bf16 [rows, D].
+void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
+                  float eps, float* y, void* y_bf16, cudaStream_t stream);
+
+/// x[r, :] = table[tokens[r], :] for r < rows; table float [vocab, D].
+void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
+
+/// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
+/// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
+/// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
+/// block_tables[seq[r] * bt_width ...].
+void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
+                   const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
+                   int block_size, float* k_pool, float* v_pool, cudaStream_t stream);
+
+/// Causal GQA attention of each row over its sequence's paged KV cache, positions 0..pos[r]:
+/// q rows with stride ldq (head h at h * D), out [rows, H * D]. Online softmax (flash-decoding style),
+/// float32. D must be a multiple of 32 and at most 256.
+void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
+                     const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
+                     const float* k_pool, const float* v_pool, float* out, cudaStream_t stream);
+
+/// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
+void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);
+
+/// y[m, n] (+)= t[m, n] + bias[n] (bias may be null): the epilogue of a float projection computed by cuBLAS.
+void bias_add(const float* t, const float* bias, int rows, int n, float* y, bool add, cudaStream_t stream);
+
+/// Copies bytes (a multiple of 16) with a grid-stride kernel of 16-byte loads and stores (the bandwidth probe:
+/// a graph memcpy node runs on the copy engines, which measured 2.77 TB/s on the H200, below what kernels reach).
+void copy_bytes(const void* src, void* dst, size_t bytes, cudaStream_t stream);
+
+/// Converts n floats to bf16 (round to nearest even).
+void to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream);
+
+}  // namespace tritium::cuda

@@ -1,0 +1,231 @@
+// tritium kernels/cuda: row-wise and element-wise transformer operations (float32 activations).
+// Multiplications and additions that the CPU reference does as separate float operations use __fmul_rn /
+// __fadd_rn here so that the compiler does not contract them into FMAs (bit-equal results where the inputs are).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernels.h"
+
+namespace tritium::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op, T* smem /* [32] */) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // smem may still be read by a previous reduction
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  const int nw = blockDim.x / 32;
+  T r = smem[0];
+  for (int i = 1; i < nw; ++i) r = op(r, smem[i]);
+  return r;
+}
+
+struct Add {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __restrict__ x, int64_t ldx,
+                                                              const int32_t* __restrict__ row_map,
+                                                              const float* __restrict__ weight, int D, float eps,
+                                                              float* __restrict__ y, __nv_bfloat16* __restrict__ yb,
+                                                              int8_t* __restrict__ q, int kp,
+                                                              float* __restrict__ inv_s, int32_t* __restrict__ sumq) {
+  __shared__ double sd[32];
+  __shared__ float sf[32];
+  __shared__ int si[32];
+  const int r = blockIdx.x;
+  const int src = row_map ? row_map[r] : r;
+  const float* xr = x + static_cast<int64_t>(src) * ldx;
+  float inv = 1.0f;
+  if (weight) {
+    double ss = 0.0;
+    for (int d = threadIdx.x; d < D; d += kThreads) ss += static_cast<double>(xr[d]) * static_cast<double>(xr[d]);
+    ss = block_reduce(ss, Add{}, sd);
+    inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(D)), eps)));
+  }
+  auto val = [&](int d) { return weight ? __fmul_rn(weight[d], __fmul_rn(xr[d], inv)) : xr[d]; };
+  if (y || yb) {
+    for (int d = threadIdx.x; d < D; d += kThreads) {
+      const float v = val(d);
+      if (y) y[static_cast<int64_t>(r) * D + d] = v;
+      if (yb) yb[static_cast<int64_t>(r) * D + d] = __float2bfloat16_rn(v);
+    }
+  }
+  if (!q) return;
+  float amax = 0.0f;
+  for (int d = threadIdx.x; d < D; d += kThreads) amax = fmaxf(amax, fabsf(val(d)));
+  amax = block_reduce(amax, Max{}, sf);
+  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
+  int sum = 0;
+  int8_t* qr = q + static_cast<int64_t>(r) * kp;
+  for (int d = threadIdx.x; d < kp; d += kThreads) {
+    int qi = 0;
+    if (d < D) {
+      const float t = rintf(__fmul_rn(val(d), s));
+      qi = static_cast<int>(fminf(fmaxf(t, -128.0f), 127.0f));
+    }
+    qr[d] = static_cast<int8_t>(qi);
+    sum += qi;
+  }
+  sum = block_reduce(sum, Add{}, si);
+  if (threadIdx.x == 0) {
+    inv_s[r] = __fdiv_rn(1.0f, s);
+    sumq[r] = sum;
+  }
+}
+
+__global__ void embedding_kernel(const float* __restrict__ table, const int32_t* __restrict__ tokens, int D,
+                                 float* __restrict__ x) {
+  const int r = blockIdx.x;
+  const float* src = table + static_cast<int64_t>(tokens[r]) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) x[static_cast<int64_t>(r) * D + d] = src[d];
+}
+
+__global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, const float* __restrict__ cos_t,
+                               const float* __restrict__ sin_t, const int32_t* __restrict__ pos,
+                               const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs,
+                               float* __restrict__ kpool, float* __restrict__ vpool) {
+  const int r = blockIdx.x, half = D / 2;
+  const int qd = H * D, kvd = KVH * D;
+  float* row = qkv + static_cast<int64_t>(r) * (qd + 2 * kvd);
+  const int p = pos[r];
+  const float* c = cos_t + static_cast<int64_t>(p) * half;
+  const float* s = sin_t + static_cast<int64_t>(p) * half;
+  const int64_t slot = (static_cast<int64_t>(bt[static_cast<int64_t>(seq[r]) * btw + p / bs]) * bs + p % bs) * kvd;
+  for (int idx = threadIdx.x; idx < (H + KVH) * half; idx += blockDim.x) {
+    const int hh = idx / half, i = idx % half;
+    const bool is_k = hh >= H;
+    float* v = row + (is_k ? qd + (hh - H) * D : hh * D);
+    const float a = v[i], b = v[i + half];
+    const float na = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
+    const float nb = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
+    v[i] = na;
+    v[i + half] = nb;
+    if (is_k) {
+      kpool[slot + (hh - H) * D + i] = na;
+      kpool[slot + (hh - H) * D + i + half] = nb;
+    }
+  }
+  for (int d = threadIdx.x; d < kvd; d += blockDim.x) vpool[slot + d] = row[qd + kvd + d];
+}
+
+__global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int relu2, float* __restrict__ act) {
+  const int64_t total = static_cast<int64_t>(rows) * I;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t m = idx / I, i = idx % I;
+    const float g = gu[m * 2 * I + i], u = gu[m * 2 * I + I + i];
+    float out;
+    if (relu2) {
+      const float rr = g > 0.0f ? g : 0.0f;
+      out = __fmul_rn(__fmul_rn(rr, rr), u);
+    } else {
+      out = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+    }
+    act[idx] = out;
+  }
+}
+
+__global__ void bias_add_kernel(const float* __restrict__ t, const float* __restrict__ bias, int rows, int n,
+                                float* __restrict__ y, int add) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = t[idx];
+    if (bias) v = __fadd_rn(v, bias[idx % n]);
+    y[idx] = add ? __fadd_rn(y[idx], v) : v;
+  }
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+int grid_for(int64_t total) {
+  const int64_t b = (total + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 4096 ? (b > 0 ? b : 1) : 4096);
+}
+
+}  // namespace
+
+void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D, float eps,
+                float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream) {
+  if (rows <= 0) return;
+  if (q && kp < D) check(cudaErrorInvalidValue, "norm_quant (kp < D)");
+  norm_quant_kernel<<<rows, kThreads, 0, stream>>>(x, ldx, row_map, weight, D, eps, y, nullptr, q, kp, inv_s, sumq);
+  check_launch("norm_quant");
+}
+
+void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
+                  float eps, float* y, void* y_bf16, cudaStream_t stream) {
+  if (rows <= 0) return;
+  norm_quant_kernel<<<rows, kThreads, 0, stream>>>(x, ldx, row_map, weight, D, eps, y,
+                                                   static_cast<__nv_bfloat16*>(y_bf16), nullptr, 0, nullptr,
+                                                   nullptr);
+  check_launch("norm_to_bf16");
+}
+
+void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream) {
+  if (rows <= 0) return;
+  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, x);
+  check_launch("embedding");
+}
+
+void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
+                   const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
+                   int block_size, float* k_pool, float* v_pool, cudaStream_t stream) {
+  if (rows <= 0) return;
+  rope_kv_kernel<<<rows, 128, 0, stream>>>(qkv, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
+                                           block_size, k_pool, v_pool);
+  check_launch("rope_kv_write");
+}
+
+void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {
+  if (rows <= 0) return;
+  glu_kernel<<<grid_for(static_cast<int64_t>(rows) * I), kThreads, 0, stream>>>(gu, rows, I, relu2 ? 1 : 0, act);
+  check_launch("glu");
+}
+
+void bias_add(const float* t, const float* bias, int rows, int n, float* y, bool add, cudaStream_t stream) {
+  if (rows <= 0) return;
+  bias_add_kernel<<<grid_for(static_cast<int64_t>(rows) * n), kThreads, 0, stream>>>(t, bias, rows, n, y,
+                                                                                      add ? 1 : 0);
+  check_launch("bias_add");
+}
+
+void to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream) {
+  if (n <= 0) return;
+  to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
+  check_launch("to_bf16");
+}
+
+void copy_bytes(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+  if (bytes % 16) check(cudaErrorInvalidValue, "copy_bytes (size not a multiple of 16)");
+  int sms = 0, dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  copy_kernel<<<sms * 8, 256, 0, stream>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst),
+                                          static_cast<int64_t>(bytes / 16));
+  check_launch("copy_bytes");
+}
+
+}  // namespace tritium::cuda

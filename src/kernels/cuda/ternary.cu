@@ -1,0 +1,254 @@
+// tritium kernels/cuda: ternary (tc2) x int8 GEMV (dp4a) and GEMM (int8 tensor-core MMA), int32 accumulation.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernels.h"
+
+namespace tritium::cuda {
+namespace {
+
+struct Epi {
+  float* y;
+  int64_t ldy;
+  int add;
+  int e0, e1;
+  float s0, s1, s2;
+  int32_t* acc_out;  // integer mode (tests): acc_out[m * n + row]
+};
+
+__device__ __forceinline__ void store_result(const Epi& ep, int n, int m, int row, int32_t v, float inv_s) {
+  if (ep.acc_out) {
+    ep.acc_out[static_cast<int64_t>(m) * n + row] = v;
+    return;
+  }
+  const float sc = row < ep.e0 ? ep.s0 : (row < ep.e1 ? ep.s1 : ep.s2);
+  // Explicit rounding: no FMA contraction, so the result equals the CPU's (acc * inv_s) * scale (+ residual).
+  const float val = __fmul_rn(__fmul_rn(static_cast<float>(v), inv_s), sc);
+  float* p = ep.y + static_cast<int64_t>(m) * ep.ldy + row;
+  if (ep.add) *p = __fadd_rn(*p, val);
+  else *p = val;
+}
+
+constexpr uint32_t kMask = 0x03030303u;
+
+// GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights) c = sub,
+// sub + LPR, ... The activations of the M tokens are staged in shared memory as [m][q][chunk] uint4 (q = which
+// 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive 16-byte words (no bank conflicts).
+template <int M, int LPR>
+__global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
+                                                       const int8_t* __restrict__ xq,
+                                                       const int32_t* __restrict__ sumq,
+                                                       const float* __restrict__ inv_s, Epi ep) {
+  extern __shared__ uint4 xs[];
+  constexpr int RPW = 32 / LPR;
+  constexpr int U = M <= 4 ? 4 : 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = (blockIdx.x * 4 + warp) * RPW + lane / LPR;
+  const int sub = lane % LPR;
+  const uint4* wr = w + static_cast<int64_t>(row) * nch;
+
+  // First weight loads in flight before the activations are staged.
+  uint4 wv[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = sub + u * LPR;
+    wv[u] = c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+  }
+  const uint4* xg = reinterpret_cast<const uint4*>(xq);
+  for (int i = threadIdx.x; i < M * nch * 4; i += blockDim.x) {
+    const int m = i / (nch * 4), rem = i % (nch * 4);
+    xs[(m * 4 + (rem & 3)) * nch + (rem >> 2)] = xg[i];
+  }
+  __syncthreads();
+
+  int acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0;
+
+  for (int c0 = sub; c0 < nch; c0 += LPR * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u * LPR;
+      const int cc = c < nch ? c : 0;  // out-of-range pieces carry code 0 (contribute nothing)
+      const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int c0w = (words[q]) & kMask, c1w = (words[q] >> 2) & kMask, c2w = (words[q] >> 4) & kMask,
+                  c3w = (words[q] >> 6) & kMask;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const uint4 xv = xs[(m * 4 + q) * nch + cc];
+          int a = acc[m];
+          a = __dp4a(c0w, static_cast<int>(xv.x), a);
+          a = __dp4a(c1w, static_cast<int>(xv.y), a);
+          a = __dp4a(c2w, static_cast<int>(xv.z), a);
+          a = __dp4a(c3w, static_cast<int>(xv.w), a);
+          acc[m] = a;
+        }
+      }
+    }
+    // Next pieces.
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + LPR * U + u * LPR;
+      wv[u] = c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int off = LPR / 2; off > 0; off /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  }
+  if (row < n) {
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      if (m % LPR == sub) store_result(ep, n, m, row, acc[m] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+  }
+}
+
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// GEMM: block tile 64 tokens x 64 weight rows, k-chunks of 64 (one uint4 of codes per row). The codes of a chunk
+// go to shared memory as they are; each thread builds its m16n8k32 B fragments with a shift and a mask
+// (group t of words 2s and 2s + 1). 4 warps, warp w owns tokens 16w..16w+15 and all 64 rows (8 n-tiles).
+// Next chunk prefetched into registers while the current one is multiplied.
+__global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__ w, int n, int nch,
+                                                       const int8_t* __restrict__ xq, int M,
+                                                       const int32_t* __restrict__ sumq,
+                                                       const float* __restrict__ inv_s, Epi ep) {
+  __shared__ __align__(16) int8_t As[64][80];
+  __shared__ uint4 Bs[64];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+  const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  const int64_t kp = static_cast<int64_t>(nch) * 64;
+  uint4 ra[2], rb = make_uint4(0, 0, 0, 0);
+  auto load = [&](int c) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int idx = tid + i * 128, r = idx / 4, part = idx % 4;
+      const int m = m0 + r;
+      ra[i] = m < M ? *reinterpret_cast<const uint4*>(xq + m * kp + c * 64 + part * 16) : make_uint4(0, 0, 0, 0);
+    }
+    if (tid < 64) rb = __ldg(w + static_cast<int64_t>(n0 + tid) * nch + c);
+  };
+  int acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+  load(0);
+  for (int c = 0; c < nch; ++c) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int idx = tid + i * 128;
+      *reinterpret_cast<uint4*>(&As[idx / 4][(idx % 4) * 16]) = ra[i];
+    }
+    if (tid < 64) Bs[tid] = rb;
+    __syncthreads();
+    if (c + 1 < nch) load(c + 1);
+    const int ar = warp * 16 + g;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t a0 = *reinterpret_cast<const uint32_t*>(&As[ar][s * 32 + t * 4]);
+      const uint32_t a1 = *reinterpret_cast<const uint32_t*>(&As[ar + 8][s * 32 + t * 4]);
+      const uint32_t a2 = *reinterpret_cast<const uint32_t*>(&As[ar][s * 32 + 16 + t * 4]);
+      const uint32_t a3 = *reinterpret_cast<const uint32_t*>(&As[ar + 8][s * 32 + 16 + t * 4]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint4 bw = Bs[j * 8 + g];
+        const uint32_t w0 = s == 0 ? bw.x : bw.z, w1 = s == 0 ? bw.y : bw.w;
+        mma_s8(acc[j], a0, a1, a2, a3, (w0 >> (2 * t)) & kMask, (w1 >> (2 * t)) & kMask);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int m = m0 + warp * 16 + g + (e >= 2 ? 8 : 0);
+      const int row = n0 + j * 8 + 2 * t + (e & 1);
+      if (m < M && row < n) store_result(ep, n, m, row, acc[j][e] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+    }
+  }
+}
+
+template <int M, int LPR>
+void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
+                 const Epi& ep, cudaStream_t st) {
+  const int nch = kp / 64;
+  const size_t smem = static_cast<size_t>(M) * kp;
+  auto kern = tc2_gemv_kernel<M, LPR>;
+  static int smem_set = 48 * 1024;  // the opt-in limit set so far for this instantiation (set before capture)
+  if (static_cast<int>(smem) > smem_set) {
+    check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "ternary GEMV smem attribute");
+    smem_set = static_cast<int>(smem);
+  }
+  const int rows_per_block = 4 * (32 / LPR);
+  kern<<<np / rows_per_block, 128, smem, st>>>(reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
+}
+
+template <int M>
+void gemv_lpr(int lpr, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+              const float* inv_s, const Epi& ep, cudaStream_t st) {
+  if (lpr == 8) launch_gemv<M, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  else launch_gemv<M, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+}
+
+void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s, int M,
+         const Epi& ep, cudaStream_t st, int kernel, int lpr) {
+  if (n <= 0 || np % 64 || np < n || kp <= 0 || kp % 64 || M <= 0) {
+    check(cudaErrorInvalidValue, "ternary_matmul (bad shape)");
+  }
+  // Measured on the H200 (bench/RESULTS.md): the dp4a GEMV wins up to 8 tokens everywhere and up to 16 on the
+  // short matrices; the MMA GEMM wins above, and at 9..16 tokens on matrices of 8192 rows or more.
+  if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
+  if (kernel == 1 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
+  if (kernel == 2) {
+    dim3 grid(np / 64, (M + 63) / 64);
+    tc2_gemm_kernel<<<grid, 128, 0, st>>>(reinterpret_cast<const uint4*>(w), n, kp / 64, xq, M, sumq, inv_s, ep);
+    check_launch("ternary GEMM");
+    return;
+  }
+  if (lpr == 0) {
+    // 8 lanes per row (16 rows per block) when that gives about two blocks per SM, else 16 (8 rows per block);
+    // above 4 tokens the dp4a work dominates and 8 lanes measured faster on every 2B4T shape.
+    lpr = (M > 4 || np / 16 >= 264) ? 8 : 16;
+  }
+  if (lpr != 8 && lpr != 16) check(cudaErrorInvalidValue, "ternary_matmul (lanes_per_row)");
+  switch (M) {
+#define TRITIUM_GEMV_CASE(MM) \
+  case MM: gemv_lpr<MM>(lpr, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
+    TRITIUM_GEMV_CASE(1) TRITIUM_GEMV_CASE(2) TRITIUM_GEMV_CASE(3) TRITIUM_GEMV_CASE(4)
+    TRITIUM_GEMV_CASE(5) TRITIUM_GEMV_CASE(6) TRITIUM_GEMV_CASE(7) TRITIUM_GEMV_CASE(8)
+    TRITIUM_GEMV_CASE(9) TRITIUM_GEMV_CASE(10) TRITIUM_GEMV_CASE(11) TRITIUM_GEMV_CASE(12)
+    TRITIUM_GEMV_CASE(13) TRITIUM_GEMV_CASE(14) TRITIUM_GEMV_CASE(15) TRITIUM_GEMV_CASE(16)
+#undef TRITIUM_GEMV_CASE
+  }
+  check_launch("ternary GEMV");
+}
+
+}  // namespace
+
+void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+                    const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream, int kernel,
+                    int lanes_per_row) {
+  Epi ep{e.y, e.ldy, e.add ? 1 : 0, e.seg_end[0], e.seg_end[1], e.seg_scale[0], e.seg_scale[1], e.seg_scale[2],
+         nullptr};
+  run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, lanes_per_row);
+}
+
+void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
+                        int32_t* acc, cudaStream_t stream, int kernel, int lanes_per_row) {
+  Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
+  run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, lanes_per_row);
+}
+
+}  // namespace tritium::cuda

@@ -1,0 +1,476 @@
+// The CUDA backend: device weights, device KV pool, the forward as a sequence of kernels, CUDA graphs for decode.
+#if TRITIUM_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "core/error.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/ternary_tc2.h"
+
+namespace tritium {
+namespace {
+
+using cuda::check;
+
+void check_blas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error in {}: status {}", what, static_cast<int>(s));
+}
+
+/// Device allocations owned by one object, freed together.
+class DeviceArena {
+ public:
+  DeviceArena() = default;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+  ~DeviceArena() { release(); }
+  template <class T>
+  T* alloc(size_t count) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, std::max<size_t>(count * sizeof(T), 256)), "cudaMalloc");
+    ptrs_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  template <class T>
+  T* upload(const T* host, size_t count) {
+    T* d = alloc<T>(count);
+    check(cudaMemcpy(d, host, count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    return d;
+  }
+  void release() {
+    for (void* p : ptrs_) cudaFree(p);
+    ptrs_.clear();
+  }
+
+ private:
+  std::vector<void*> ptrs_;
+};
+
+struct DevLinear {
+  enum Kind { kTernary, kF32, kBF16 } kind = kF32;
+  int n = 0, k = 0, np = 0, kp = 0;
+  const uint32_t* w2 = nullptr;       // tc2 codes
+  const float* wf = nullptr;          // f32 [n, k]
+  const __nv_bfloat16* wb = nullptr;  // bf16 [n, k]
+  const float* bias = nullptr;
+  cuda::TernaryEpilogue seg;  // segment ends and scales (ternary)
+};
+
+struct DevLayer {
+  const float *in_norm = nullptr, *post_norm = nullptr, *attn_sub = nullptr, *ffn_sub = nullptr;
+  DevLinear qkv, o, gate_up, down;
+};
+
+/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] f32.
+struct DevKv {
+  int64_t num_blocks = 0;
+  int block_size = 0, layers = 0, kv_dim = 0;
+  float* base = nullptr;
+  float* k(int l) const { return base + (2 * static_cast<size_t>(l)) * pool(); }
+  float* v(int l) const { return base + (2 * static_cast<size_t>(l) + 1) * pool(); }
+  size_t pool() const { return static_cast<size_t>(num_blocks) * block_size * kv_dim; }
+  ~DevKv() {
+    if (base) cudaFree(base);
+  }
+};
+
+class CudaBackend final : public ForwardBackend {
+ public:
+  CudaBackend(const Transformer& model, const CudaOptions& o);
+  ~CudaBackend() override;
+  void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) override;
+  std::string name() const override { return name_; }
+
+ private:
+  DevLinear upload_linear(const Linear& lin, bool bf16);
+  void ensure_workspace(int M, int S, int O);
+  DevKv& device_kv(KvCache& cache);
+  void run_body(int M, int S, int O, const DevKv& kv);
+  /// out[rows, n] (+)= lin(norm?(in rows via row_map)); in has row stride ldin.
+  void apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map, const float* norm_w,
+             int rows, float* out, int64_t ldout, bool add);
+
+  ModelConfig c_;
+  CudaOptions opts_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* blas_ws_ = nullptr;
+  DeviceArena weights_;
+  const float* embed_ = nullptr;
+  const float* final_norm_ = nullptr;
+  const float *cos_ = nullptr, *sin_ = nullptr;
+  std::vector<DevLayer> layers_;
+  DevLinear lm_head_;
+  int bt_width_ = 0;
+  int max_kp_ = 0, max_n_ = 0;
+
+  // Workspace (capacity in rows M, sequences S, logit rows O).
+  DeviceArena ws_;
+  int capM_ = 0, capS_ = 0, capO_ = 0;
+  float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *gu_ = nullptr, *act_ = nullptr,
+        *tmp_ = nullptr, *sel_ = nullptr, *logits_ = nullptr;
+  __nv_bfloat16* selb_ = nullptr;
+  int8_t* xq_ = nullptr;
+  float* inv_s_ = nullptr;
+  int32_t* sumq_ = nullptr;
+  int32_t* meta_d_ = nullptr;
+  int32_t* meta_h_ = nullptr;  // pinned
+  size_t meta_cap_ = 0;
+  // Metadata views (device) for the current shape.
+  const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *out_d_ = nullptr, *bt_d_ = nullptr;
+
+  struct GraphEntry {
+    int seen = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<std::tuple<int, int, int, const void*>, GraphEntry> graphs_;
+  void clear_graphs();
+};
+
+DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
+  DevLinear d;
+  d.n = static_cast<int>(lin.out_features());
+  d.k = static_cast<int>(lin.in_features());
+  if (const auto* t = dynamic_cast<const TernaryLinear*>(&lin)) {
+    TRITIUM_CHECK(t->group_scales().empty() && t->bias().empty(),
+                  "CUDA backend: ternary layers with per-group scales or a bias (ternary PTQ of a float model) run "
+                  "on the CPU only; use --device cpu");
+    d.kind = DevLinear::kTernary;
+    const PackedTernary& p = t->packed();
+    std::vector<int8_t> w(static_cast<size_t>(p.rows() * p.cols()));
+    p.unpack(w.data());
+    const auto shape = cuda::Tc2Shape::of(p.rows(), p.cols());
+    const std::vector<uint32_t> words = cuda::pack_tc2(w.data(), p.rows(), p.cols());
+    d.w2 = weights_.upload(words.data(), words.size());
+    d.np = static_cast<int>(shape.np);
+    d.kp = static_cast<int>(shape.kp);
+    const auto& segs = t->segments();
+    TRITIUM_CHECK(!segs.empty() && segs.size() <= 3, "CUDA backend: {} weight segments (at most 3 supported)",
+                  segs.size());
+    int end = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      const size_t si = std::min(i, segs.size() - 1);
+      if (i < segs.size()) end += static_cast<int>(segs[i].rows);
+      d.seg.seg_end[i] = end;
+      d.seg.seg_scale[i] = segs[si].scale;
+    }
+    max_kp_ = std::max(max_kp_, d.kp);
+  } else if (const auto* f = dynamic_cast<const FloatLinear*>(&lin)) {
+    if (bf16) {
+      std::vector<__nv_bfloat16> b(f->weight().size());
+      for (size_t i = 0; i < b.size(); ++i) b[i] = __float2bfloat16_rn(f->weight()[i]);
+      d.kind = DevLinear::kBF16;
+      d.wb = weights_.upload(b.data(), b.size());
+    } else {
+      d.kind = DevLinear::kF32;
+      d.wf = weights_.upload(f->weight().data(), f->weight().size());
+    }
+    if (!f->bias().empty()) d.bias = weights_.upload(f->bias().data(), f->bias().size());
+  } else {
+    fail("CUDA backend: projection format '{}' is not supported on the GPU", lin.format_name());
+  }
+  max_n_ = std::max(max_n_, d.n);
+  return d;
+}
+
+CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(model.config()), opts_(o) {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  TRITIUM_CHECK(o.device >= 0 && o.device < count, "CUDA backend: device {} not present ({} devices)", o.device,
+                count);
+  check(cudaSetDevice(o.device), "cudaSetDevice");
+  TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
+                c_.head_dim);
+  name_ = "cuda:" + std::to_string(o.device) + " " + cuda_device_name(o.device);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_blas(cublasCreate(&blas_), "cublasCreate");
+  check_blas(cublasSetStream(blas_, stream_), "cublasSetStream");
+  check_blas(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  const size_t ws_bytes = size_t{32} << 20;  // fixed cuBLAS workspace: no allocations during graph capture
+  check(cudaMalloc(&blas_ws_, ws_bytes), "cudaMalloc (cuBLAS workspace)");
+  check_blas(cublasSetWorkspace(blas_, blas_ws_, ws_bytes), "cublasSetWorkspace");
+
+  embed_ = weights_.upload(model.embedding().data(), model.embedding().size());
+  final_norm_ = weights_.upload(model.final_norm().data(), model.final_norm().size());
+  // RoPE tables exactly as the CPU forward computes them.
+  const int half = c_.head_dim / 2;
+  const auto& inv = model.rope_inv_freq();
+  std::vector<float> ct(static_cast<size_t>(c_.max_position_embeddings) * half), st(ct.size());
+  for (int p = 0; p < c_.max_position_embeddings; ++p)
+    for (int i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(p) * inv[i];
+      ct[static_cast<size_t>(p) * half + i] = static_cast<float>(std::cos(static_cast<double>(ang)));
+      st[static_cast<size_t>(p) * half + i] = static_cast<float>(std::sin(static_cast<double>(ang)));
+    }
+  cos_ = weights_.upload(ct.data(), ct.size());
+  sin_ = weights_.upload(st.data(), st.size());
+  for (const LayerWeights& L : model.layers()) {
+    DevLayer d;
+    d.in_norm = weights_.upload(L.input_norm.data(), L.input_norm.size());
+    d.post_norm = weights_.upload(L.post_attn_norm.data(), L.post_attn_norm.size());
+    if (c_.sub_norms) {
+      d.attn_sub = weights_.upload(L.attn_sub_norm.data(), L.attn_sub_norm.size());
+      d.ffn_sub = weights_.upload(L.ffn_sub_norm.data(), L.ffn_sub_norm.size());
+    }
+    d.qkv = upload_linear(*L.qkv, false);
+    d.o = upload_linear(*L.o, false);
+    d.gate_up = upload_linear(*L.gate_up, false);
+    d.down = upload_linear(*L.down, false);
+    layers_.push_back(d);
+  }
+  const auto* lm_f = dynamic_cast<const FloatLinear*>(&model.lm_head());
+  if (lm_f && !opts_.lm_head_bf16 && &lm_f->weight() == &model.embedding() && lm_f->bias().empty()) {
+    lm_head_.kind = DevLinear::kF32;  // tied: share the embedding table
+    lm_head_.n = c_.vocab_size;
+    lm_head_.k = c_.hidden_size;
+    lm_head_.wf = embed_;
+  } else {
+    lm_head_ = upload_linear(model.lm_head(), opts_.lm_head_bf16);
+  }
+  max_kp_ = std::max(max_kp_, static_cast<int>((std::max(c_.hidden_size, c_.intermediate_size) + 63) / 64 * 64));
+  bt_width_ = 0;  // set per cache (block size) in device_kv
+}
+
+CudaBackend::~CudaBackend() {
+  clear_graphs();
+  if (blas_) cublasDestroy(blas_);
+  if (blas_ws_) cudaFree(blas_ws_);
+  if (meta_h_) cudaFreeHost(meta_h_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::clear_graphs() {
+  for (auto& [k, g] : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  graphs_.clear();
+}
+
+void CudaBackend::ensure_workspace(int M, int S, int O) {
+  if (M <= capM_ && S <= capS_ && O <= capO_) return;
+  clear_graphs();
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  ws_.release();
+  meta_d_ = nullptr;  // lived in ws_: reallocated below in forward()
+  meta_cap_ = 0;
+  capM_ = std::max(M, capM_);
+  capS_ = std::max(S, capS_);
+  capO_ = std::max(O, capO_);
+  const size_t Mc = static_cast<size_t>(capM_), Hd = c_.hidden_size, I = c_.intermediate_size;
+  const size_t qkvw = static_cast<size_t>(c_.q_dim() + 2 * c_.kv_dim());
+  x_ = ws_.alloc<float>(Mc * Hd);
+  h_ = ws_.alloc<float>(Mc * std::max<size_t>({Hd, I, static_cast<size_t>(c_.q_dim())}));
+  qkv_ = ws_.alloc<float>(Mc * qkvw);
+  attn_ = ws_.alloc<float>(Mc * c_.q_dim());
+  gu_ = ws_.alloc<float>(Mc * 2 * I);
+  act_ = ws_.alloc<float>(Mc * I);
+  tmp_ = ws_.alloc<float>(Mc * std::max<size_t>({qkvw, 2 * I, Hd}));
+  xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
+  inv_s_ = ws_.alloc<float>(Mc);
+  sumq_ = ws_.alloc<int32_t>(Mc);
+  sel_ = ws_.alloc<float>(static_cast<size_t>(capO_) * Hd);
+  selb_ = ws_.alloc<__nv_bfloat16>(static_cast<size_t>(capO_) * Hd);
+  logits_ = ws_.alloc<float>(static_cast<size_t>(capO_) * c_.vocab_size);
+}
+
+DevKv& CudaBackend::device_kv(KvCache& cache) {
+  const KvCacheSpec& s = cache.spec();
+  TRITIUM_CHECK(s.dtype == KvDType::kF32, "CUDA backend: KV cache dtype {} is not supported (f32 only)",
+                kv_dtype_name(s.dtype));
+  TRITIUM_CHECK(s.num_layers == c_.num_layers && s.kv_dim() == c_.kv_dim(),
+                "CUDA backend: KV cache shape does not match the model");
+  auto* kv = static_cast<DevKv*>(cache.device_state().get());
+  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size) {
+    auto p = std::make_shared<DevKv>();
+    p->num_blocks = s.num_blocks;
+    p->block_size = s.block_size;
+    p->layers = s.num_layers;
+    p->kv_dim = s.kv_dim();
+    const size_t bytes = 2 * static_cast<size_t>(s.num_layers) * p->pool() * sizeof(float);
+    check(cudaMalloc(reinterpret_cast<void**>(&p->base), std::max<size_t>(bytes, 256)), "cudaMalloc (KV cache)");
+    check(cudaMemset(p->base, 0, std::max<size_t>(bytes, 256)), "cudaMemset (KV cache)");
+    kv = p.get();
+    cache.device_state() = std::static_pointer_cast<void>(p);
+  }
+  return *kv;
+}
+
+void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map,
+                        const float* norm_w, int rows, float* out, int64_t ldout, bool add) {
+  const float eps = c_.rms_norm_eps;
+  if (lin.kind == DevLinear::kTernary) {
+    cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, xq_, lin.kp, inv_s_, sumq_, stream_);
+    cuda::TernaryEpilogue ep = lin.seg;
+    ep.y = out;
+    ep.ldy = ldout;
+    ep.add = add;
+    cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+    return;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  const bool direct_out = !add && !lin.bias && ldout == lin.n;
+  float* dst = direct_out ? out : tmp_;
+  if (lin.kind == DevLinear::kBF16) {
+    cuda::norm_to_bf16(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, selb_, stream_);
+    check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, lin.n, rows, lin.k, &one, lin.wb, CUDA_R_16BF, lin.k,
+                            selb_, CUDA_R_16BF, lin.k, &zero, dst, CUDA_R_32F, lin.n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (bf16)");
+  } else {
+    const float* src = in;
+    if (norm_w || row_map || ldin != lin.k) {
+      cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, h_, nullptr, 0, nullptr, nullptr, stream_);
+      src = h_;
+    }
+    check_blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, lin.n, rows, lin.k, &one, lin.wf, lin.k, src, lin.k,
+                           &zero, dst, lin.n),
+               "cublasSgemm");
+  }
+  if (!direct_out) {
+    TRITIUM_CHECK(ldout == lin.n, "CUDA backend: strided float projection output");
+    cuda::bias_add(tmp_, lin.bias, rows, lin.n, out, add, stream_);
+  }
+}
+
+void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
+  (void)S;
+  const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
+  const int qkvw = qd + 2 * kvd;
+  cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const DevLayer& L = layers_[l];
+    apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
+    cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
+                        bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
+    cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
+    apply(L.gate_up, x_, Hd, nullptr, L.post_norm, M, gu_, 2 * I, false);
+    cuda::glu(gu_, M, I, c_.hidden_act == Activation::kRelu2, act_, stream_);
+    apply(L.down, act_, I, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
+  }
+  apply(lm_head_, x_, Hd, out_d_, final_norm_, O, logits_, c_.vocab_size, false);
+}
+
+void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) {
+  check(cudaSetDevice(opts_.device), "cudaSetDevice");
+  DevKv& kv = device_kv(cache);
+  bt_width_ = static_cast<int>((c_.max_position_embeddings + kv.block_size - 1) / kv.block_size);
+  int M = 0, O = 0;
+  const int S = static_cast<int>(batch.size());
+  bool decode_only = true;
+  for (const auto& ch : batch) {
+    M += static_cast<int>(ch.tokens.size());
+    O += ch.all_logits ? static_cast<int>(ch.tokens.size()) : 1;
+    if (ch.tokens.size() != 1 || ch.all_logits) decode_only = false;
+  }
+  ensure_workspace(M, S, O);
+  // Metadata: tokens [M], positions [M], sequence of each row [M], rows that give logits [O], tables [S, W].
+  const size_t need = static_cast<size_t>(3 * M + O) + static_cast<size_t>(S) * bt_width_;
+  if (need > meta_cap_) {
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    clear_graphs();
+    if (meta_h_) cudaFreeHost(meta_h_);
+    meta_cap_ = std::max(need, meta_cap_ * 2);
+    check(cudaMallocHost(reinterpret_cast<void**>(&meta_h_), meta_cap_ * sizeof(int32_t)), "cudaMallocHost");
+    meta_d_ = ws_.alloc<int32_t>(meta_cap_);
+  }
+  int32_t* tok = meta_h_;
+  int32_t* pos = tok + M;
+  int32_t* seq = pos + M;
+  int32_t* out = seq + M;
+  int32_t* bt = out + O;
+  int r = 0, o = 0;
+  for (int s = 0; s < S; ++s) {
+    const BatchChunk& ch = batch[s];
+    const int T = static_cast<int>(ch.tokens.size());
+    const int64_t end = ch.start_pos + T;
+    const int64_t nb = (end + kv.block_size - 1) / kv.block_size;
+    TRITIUM_CHECK(nb <= bt_width_, "CUDA backend: block table wider than the model context");
+    int32_t* row = bt + static_cast<size_t>(s) * bt_width_;
+    for (int64_t b = 0; b < bt_width_; ++b) {
+      const int32_t id = b < nb ? ch.block_table[b] : 0;
+      TRITIUM_CHECK(id >= 0 && id < kv.num_blocks, "forward: block id {} outside the KV pool of {} blocks", id,
+                    kv.num_blocks);
+      row[b] = id;
+    }
+    for (int t = 0; t < T; ++t, ++r) {
+      tok[r] = ch.tokens[t];
+      pos[r] = static_cast<int32_t>(ch.start_pos + t);
+      seq[r] = s;
+      if (ch.all_logits || t == T - 1) out[o++] = r;
+    }
+  }
+  // Views in the device buffer (same layout).
+  tok_d_ = meta_d_;
+  pos_d_ = tok_d_ + M;
+  seq_d_ = pos_d_ + M;
+  out_d_ = seq_d_ + M;
+  bt_d_ = out_d_ + O;
+  check(cudaMemcpyAsync(meta_d_, meta_h_, need * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (metadata)");
+  if (decode_only && opts_.graphs) {
+    GraphEntry& g = graphs_[{M, S, O, static_cast<const void*>(kv.base)}];
+    if (g.exec) {
+      check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+    } else if (g.seen++ == 0) {
+      run_body(M, S, O, kv);  // first time eagerly (loads modules, sets kernel attributes)
+    } else {
+      cudaGraph_t graph = nullptr;
+      check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+      try {
+        run_body(M, S, O, kv);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+      check(cudaGraphInstantiate(&g.exec, graph, 0), "cudaGraphInstantiate");
+      cudaGraphDestroy(graph);
+      check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+    }
+  } else {
+    run_body(M, S, O, kv);
+  }
+  logits.resize(static_cast<size_t>(O) * c_.vocab_size);
+  check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (logits)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return p.name;
+}
+
+std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer& model, const CudaOptions& opts) {
+  TRITIUM_CHECK(cuda_device_count() > 0, "--device cuda: no CUDA device found");
+  return std::make_shared<CudaBackend>(model, opts);
+}
+
+}  // namespace tritium
+#endif

@@ -1,0 +1,58 @@
+// tritium runtime: the CUDA backend — the whole transformer forward on an NVIDIA GPU.
+//
+// make_cuda_backend() copies a loaded Transformer's weights to the GPU (ternary projections repacked into the
+// tc2 layout of kernels/cuda/ternary_tc2.h, float projections as f32 for cuBLAS, lm_head as bf16 or f32) and
+// returns a ForwardBackend for Transformer::set_backend. forward() then takes the same BatchChunk batches as the
+// CPU path; the KV cache lives in device memory in the same paged layout, addressed by the same block tables
+// (attached to the host KvCache object, f32 only). Decode batches (every chunk one token, last logits) are
+// captured as a CUDA graph per (rows, sequences) shape and replayed.
+//
+// This header needs no CUDA headers; in a build without CUDA, cuda_device_count() returns 0 and
+// make_cuda_backend() throws.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/transformer.h"
+
+namespace tritium {
+
+struct CudaOptions {
+  int device = 0;
+  /// lm_head in bf16 through cuBLAS (half the bytes of f32; activations rounded to bf16) or f32.
+  bool lm_head_bf16 = true;
+  /// Capture decode steps as CUDA graphs.
+  bool graphs = true;
+};
+
+/// Number of CUDA devices usable by this build (0 when built without CUDA or when no driver/GPU is present).
+int cuda_device_count();
+/// "NVIDIA H200" etc.; "" when there is no such device.
+std::string cuda_device_name(int device = 0);
+
+/// Uploads the model and returns the backend. Throws tritium::Error when CUDA is unavailable, the device is
+/// missing, or the model uses something the CUDA path does not support (a projection type other than ternary
+/// or float, head_dim other than 64 / 128).
+std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer& model, const CudaOptions& opts = {});
+
+}  // namespace tritium
+
+namespace tritium {
+
+struct CudaKernelBenchOptions {
+  int device = 0;
+  int launches = 100;                  ///< launches captured in one CUDA graph; time = graph time / launches
+  int reps = 5;                        ///< graph replays timed; the median is reported
+  size_t rotate_bytes = size_t{512} << 20;  ///< weights are rotated over copies totalling at least this (cold L2)
+};
+
+/// Times the CUDA kernels on the BitNet b1.58 2B4T projection shapes (2560x2560, 3840x2560, 13824x2560,
+/// 2560x6912, 128256x2560) at batch 1, 4, 16 and 512 against cuBLAS bf16 on the same shapes, plus the copy
+/// bandwidth measured in the same run, and returns a markdown report. Throws tritium::Error without CUDA.
+std::string cuda_kernel_bench(const CudaKernelBenchOptions& o);
+
+/// Device-to-device copy bandwidth in GB/s (bytes read + written, 2 GiB copied by a kernel, median of 5). Throws without CUDA.
+double cuda_copy_bandwidth_gbs(int device = 0);
+
+}  // namespace tritium

@@ -1,0 +1,228 @@
+// The CUDA kernel benchmark (tritium cuda-bench): ternary kernels vs cuBLAS bf16 on the 2B4T shapes.
+#if TRITIUM_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/ternary_tc2.h"
+#include "runtime/cuda_backend.h"
+
+namespace tritium {
+namespace {
+
+using cuda::check;
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { check(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "cudaMalloc"); }
+  ~Dev() { cudaFree(p); }
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+/// GPU time per launch (us): `launches` calls of fn(i) captured in one graph, median of reps replays.
+double time_graph(cudaStream_t st, int launches, int reps, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);  // warm-up (module load, attributes)
+  check(cudaStreamSynchronize(st), "sync");
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < launches; ++i) fn(i);
+  check(cudaStreamEndCapture(st, &g), "end capture");
+  check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  check(cudaGraphLaunch(ge, st), "launch");
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a, st);
+    check(cudaGraphLaunch(ge, st), "launch");
+    cudaEventRecord(b, st);
+    check(cudaEventSynchronize(b), "event sync");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms * 1000.0 / launches);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double copy_bw(cudaStream_t st, int reps) {
+  const size_t bytes = size_t{2} << 30;
+  Dev a(bytes), b(bytes);
+  check(cudaMemset(a.p, 1, bytes), "memset");
+  const double us = time_graph(st, 10, reps, [&](int) {
+    cuda::copy_bytes(a.p, b.p, bytes, st);
+  });
+  return 2.0 * static_cast<double>(bytes) / (us * 1e-6) / 1e9;
+}
+
+}  // namespace
+
+double cuda_copy_bandwidth_gbs(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t st;
+  check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  const double r = copy_bw(st, 5);
+  cudaStreamDestroy(st);
+  return r;
+}
+
+std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
+  check(cudaSetDevice(o.device), "cudaSetDevice");
+  cudaStream_t st;
+  check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
+  cublasSetStream(blas, st);
+  Dev blas_ws(size_t{32} << 20);
+  cublasSetWorkspace(blas, blas_ws.p, size_t{32} << 20);
+  std::string out;
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, o.device);
+  out += fmt::format("GPU: {} ({} SMs, L2 {} MB)\n\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  // Copy bandwidth: device-to-device copy of 2 GiB, bytes read + written.
+  double copy_gbs = 0;
+  {
+    copy_gbs = copy_bw(st, o.reps);
+    out += fmt::format("copy bandwidth (2 GiB device-to-device by a copy kernel, read + write): {:.0f} GB/s\n\n", copy_gbs);
+  }
+
+  struct Shape { int n, k; const char* name; };
+  const Shape shapes[] = {{2560, 2560, "o 2560x2560"}, {3840, 2560, "qkv 3840x2560"},
+                          {13824, 2560, "gate_up 13824x2560"}, {2560, 6912, "down 2560x6912"},
+                          {128256, 2560, "lm_head 128256x2560"}};
+  const int batches[] = {1, 4, 16, 512};
+  out += "| shape (N x K) | M | ternary kernel | us (cold) | us (hot) | weight GB/s (cold) | % copy BW | cuBLAS bf16 us "
+         "(cold) | us (hot) | speed-up cold (hot) |\n";
+  out += "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::mt19937 rng(1);
+  for (const Shape& sh : shapes) {
+    const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
+    // Weights: random ternary (z ~ 0.35), copies rotated to exceed L2.
+    std::vector<int8_t> w(static_cast<size_t>(sh.n) * sh.k);
+    std::uniform_int_distribution<int> d3(0, 99);
+    for (auto& v : w) { const int r = d3(rng); v = r < 35 ? 0 : (r < 68 ? 1 : -1); }
+    const auto words = cuda::pack_tc2(w.data(), sh.n, sh.k);
+    const size_t tbytes = words.size() * 4;
+    const int tcopies = static_cast<int>(std::max<size_t>(1, (o.rotate_bytes + tbytes - 1) / tbytes));
+    Dev tw(tbytes * tcopies);
+    for (int c = 0; c < tcopies; ++c)
+      check(cudaMemcpy(tw.as<uint8_t>() + c * tbytes, words.data(), tbytes, cudaMemcpyHostToDevice), "H2D");
+    std::vector<__nv_bfloat16> wb(w.size());
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = __float2bfloat16_rn(static_cast<float>(w[i]));
+    const size_t bbytes = wb.size() * 2;
+    const int bcopies = static_cast<int>(std::max<size_t>(1, (o.rotate_bytes + bbytes - 1) / bbytes));
+    Dev bw(bbytes * bcopies);
+    for (int c = 0; c < bcopies; ++c)
+      check(cudaMemcpy(bw.as<uint8_t>() + c * bbytes, wb.data(), bbytes, cudaMemcpyHostToDevice), "H2D");
+    for (int M : batches) {
+      std::vector<int8_t> xq(static_cast<size_t>(M) * s.kp, 0);
+      std::vector<__nv_bfloat16> xb(static_cast<size_t>(M) * sh.k);
+      std::vector<int32_t> sum(M, 0);
+      std::vector<float> inv(M, 0.01f);
+      std::uniform_int_distribution<int> xd(-127, 127);
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < sh.k; ++k) {
+          const int v = xd(rng);
+          xq[static_cast<size_t>(m) * s.kp + k] = static_cast<int8_t>(v);
+          xb[static_cast<size_t>(m) * sh.k + k] = __float2bfloat16_rn(v * 0.01f);
+          sum[m] += v;
+        }
+      Dev dxq(xq.size()), dxb(xb.size() * 2), dsum(M * 4), dinv(M * 4), dy(static_cast<size_t>(M) * sh.n * 4),
+          dyb(static_cast<size_t>(M) * sh.n * 2);
+      check(cudaMemcpy(dxq.p, xq.data(), xq.size(), cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(dxb.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(dsum.p, sum.data(), M * 4, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(dinv.p, inv.data(), M * 4, cudaMemcpyHostToDevice), "H2D");
+      cuda::TernaryEpilogue ep;
+      ep.y = dy.as<float>();
+      ep.ldy = sh.n;
+      ep.seg_end[0] = ep.seg_end[1] = ep.seg_end[2] = sh.n;
+      auto blas_run = [&](int copies, int i) {
+        const float one = 1.f, zero = 0.f;
+        const uint8_t* wp = bw.as<uint8_t>() + static_cast<size_t>(i % copies) * bbytes;
+        if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, M, sh.k, &one, wp, CUDA_R_16BF, sh.k, dxb.p,
+                         CUDA_R_16BF, sh.k, &zero, dyb.p, CUDA_R_16BF, sh.n, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+          fail("cublasGemmEx failed");
+      };
+      const double blas_cold = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(bcopies, i); });
+      const double blas_hot = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(1, i); });
+      std::vector<std::pair<int, int>> variants;  // (kernel, lanes per row)
+      if (M <= 16) variants = {{1, 8}, {1, 16}, {2, 0}};
+      else variants = {{2, 0}};
+      for (auto [kernel, lpr] : variants) {
+        auto run = [&](int copies, int i) {
+          const uint32_t* wp = reinterpret_cast<const uint32_t*>(tw.as<uint8_t>() + static_cast<size_t>(i % copies) * tbytes);
+          cuda::ternary_matmul(wp, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dxq.as<int8_t>(),
+                               dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, kernel, lpr);
+        };
+        const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(tcopies, i); });
+        const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
+        const double bytes = static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
+        const double gbs = bytes / (cold * 1e-6) / 1e9;
+        const std::string kname = kernel == 1 ? fmt::format("GEMV dp4a, {} lanes/row", lpr) : "GEMM int8 MMA";
+        out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
+                           sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
+                           blas_cold / cold, blas_hot / hot);
+      }
+    }
+  }
+  // Row-wise kernels at the 2B4T widths.
+  out += "\n| kernel | shape | us (hot) |\n| --- | --- | ---: |\n";
+  for (int M : {1, 16, 512}) {
+    const int D = 6912, kp = 6912;
+    Dev x(static_cast<size_t>(M) * D * 4), wgt(D * 4), q(static_cast<size_t>(M) * kp), inv(M * 4), sq(M * 4);
+    check(cudaMemset(x.p, 0x3c, static_cast<size_t>(M) * D * 4), "memset");
+    check(cudaMemset(wgt.p, 0x3c, D * 4), "memset");
+    const double us = time_graph(st, o.launches, o.reps, [&](int) {
+      cuda::norm_quant(x.as<float>(), D, nullptr, wgt.as<float>(), M, D, 1e-5f, nullptr, q.as<int8_t>(), kp,
+                       inv.as<float>(), sq.as<int32_t>(), st);
+    });
+    out += fmt::format("| RMSNorm + int8 quantization | {} x {} | {:.2f} |\n", M, D, us);
+  }
+  for (int ctx : {128, 1024}) {
+    for (int M : {1, 16}) {
+      const int H = 20, KVH = 5, D = 128, bs = 16, qkvw = H * D + 2 * KVH * D;
+      const int nb = M * ((ctx + bs - 1) / bs), btw = (ctx + bs - 1) / bs;
+      Dev q(static_cast<size_t>(M) * qkvw * 4), kp(static_cast<size_t>(nb) * bs * KVH * D * 4),
+          vp(static_cast<size_t>(nb) * bs * KVH * D * 4), o2(static_cast<size_t>(M) * H * D * 4);
+      check(cudaMemset(q.p, 0, static_cast<size_t>(M) * qkvw * 4), "memset");
+      check(cudaMemset(kp.p, 0, static_cast<size_t>(nb) * bs * KVH * D * 4), "memset");
+      check(cudaMemset(vp.p, 0, static_cast<size_t>(nb) * bs * KVH * D * 4), "memset");
+      std::vector<int32_t> pos(M, ctx - 1), seq(M), bt(static_cast<size_t>(M) * btw);
+      for (int m = 0; m < M; ++m) seq[m] = m;
+      for (size_t i = 0; i < bt.size(); ++i) bt[i] = static_cast<int32_t>(i);
+      Dev dpos(M * 4), dseq(M * 4), dbt(bt.size() * 4);
+      check(cudaMemcpy(dpos.p, pos.data(), M * 4, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(dseq.p, seq.data(), M * 4, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(dbt.p, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice), "H2D");
+      const double us = time_graph(st, o.launches, o.reps, [&](int) {
+        cuda::attention_paged(q.as<float>(), qkvw, M, H, KVH, D, dpos.as<int32_t>(), dseq.as<int32_t>(),
+                              dbt.as<int32_t>(), btw, bs, kp.as<float>(), vp.as<float>(), o2.as<float>(), st);
+      });
+      out += fmt::format("| paged attention decode (H 20, KVH 5, D 128) | {} seqs x ctx {} | {:.2f} |\n", M, ctx, us);
+    }
+  }
+  cublasDestroy(blas);
+  cudaStreamDestroy(st);
+  return out;
+}
+
+}  // namespace tritium
+#endif

@@ -1,0 +1,79 @@
+// tritium server: the OpenAI API protocol — parsing and validating /v1/completions and /v1/chat/completions
+// bodies into engine requests, and building responses, streaming chunks (SSE) and error JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tritium::server {
+
+/// An API error: HTTP status and OpenAI error fields.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";  ///< invalid_request_error, authentication_error, not_found_error...
+  std::string param;                           ///< offending field, or ""
+  std::string code;                            ///< e.g. "context_length_exceeded", "model_not_found", or ""
+};
+
+/// {"error": {"message", "type", "param", "code"}} as OpenAI returns it (param/code null when empty).
+nlohmann::json error_json(const ApiError& e);
+
+/// What the parser needs from the server.
+struct ProtocolContext {
+  std::string model_name;
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;  ///< null: chat completions are refused (400)
+  std::string bos_token, eos_token;
+  int64_t max_model_len = 0;
+};
+
+/// A parsed completion or chat completion request.
+struct ParsedRequest {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  ///< stream_options.include_usage
+  int n = 1;
+  bool echo = false;
+  /// Completions: logprobs count (-1 none). Chat: logprobs true -> top_logprobs count (0..20), else -1.
+  int logprobs = -1;
+  std::vector<std::vector<int32_t>> prompts;   ///< one entry per prompt (a chat has one)
+  std::vector<std::string> prompt_texts;       ///< the prompt text (for echo), "" for token prompts
+  EngineRequest base;                          ///< prompt left empty; sampling, limits, stops
+};
+
+/// Parses a request body (already JSON). Throws ApiError (400 for bad fields, 404 for an unknown model;
+/// the context check is the engine's).
+ParsedRequest parse_request(const nlohmann::json& body, bool chat, const ProtocolContext& ctx);
+
+/// Engine requests for choice i of prompt p (index p * n + i): the seed is offset by i so that n > 1 gives
+/// n different but reproducible samples.
+EngineRequest make_engine_request(const ParsedRequest& r, size_t prompt_index, int choice);
+
+/// logprobs object of one choice for the tokens of `out` (completions or chat format).
+nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok, bool chat,
+                             size_t text_offset = 0);
+
+/// The non-streaming response of finished choices (outs[k] is choice k).
+nlohmann::json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,
+                              int64_t created, const ProtocolContext& ctx);
+
+/// One streaming chunk for choice `index` with new text (and logprobs), finish_reason when finished.
+nlohmann::json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, bool first, const std::string& id,
+                           int64_t created, const ProtocolContext& ctx);
+
+/// The final usage chunk (choices: []).
+nlohmann::json build_usage_chunk(const ParsedRequest& r, int64_t prompt_tokens, int64_t completion_tokens,
+                                 const std::string& id, int64_t created, const ProtocolContext& ctx);
+
+/// finish_reason for the API ("stop", "length"; "abort" and "error" stay as they are).
+std::string api_finish_reason(const std::string& reason);
+
+}  // namespace tritium::server

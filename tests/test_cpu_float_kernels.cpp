@@ -1,0 +1,82 @@
+// Float kernels: the AVX2 GEMM is bit-identical to its reference and independent of M; attention matches a
+// double-precision reference and does not depend on how a sequence is chunked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/gemm_f32.h"
+#include "kernels/cpu/ops.h"
+
+using namespace tritium;
+
+namespace {
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+}  // namespace
+
+TEST(CpuFloatKernels, GemmF32BitIdenticalToReferenceAndBatchInvariant) {
+  if (!cpu::kernel_path_supported(cpu::KernelPath::kAvx2)) GTEST_SKIP() << "no AVX2";
+  for (auto [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {3, 37, 100}, {17, 64, 256}, {5, 9, 7}}) {
+    auto x = randn(static_cast<size_t>(M) * K, 1), w = randn(static_cast<size_t>(N) * K, 2), b = randn(N, 3);
+    std::vector<float> y(static_cast<size_t>(M) * N), yr(y.size()), y1(N);
+    cpu::gemm_f32(x.data(), w.data(), b.data(), y.data(), M, N, K);
+    cpu::gemm_f32_ref(x.data(), w.data(), b.data(), yr.data(), M, N, K);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], yr[i]) << M << "x" << N << "x" << K << " at " << i;
+    for (int m = 0; m < M; ++m) {  // each row alone gives the same bits as inside the batch
+      cpu::gemm_f32(x.data() + static_cast<size_t>(m) * K, w.data(), b.data(), y1.data(), 1, N, K);
+      for (int n = 0; n < N; ++n) ASSERT_EQ(y1[n], y[static_cast<size_t>(m) * N + n]);
+    }
+  }
+}
+
+TEST(CpuFloatKernels, AttentionMatchesDoubleReferenceAndChunking) {
+  const int H = 4, KVH = 2, D = 64, ctx = 40;
+  auto q = randn(static_cast<size_t>(ctx) * H * D, 4), k = randn(static_cast<size_t>(ctx) * KVH * D, 5),
+       v = randn(static_cast<size_t>(ctx) * KVH * D, 6);
+  std::vector<float> full(q.size());
+  cpu::attention_causal(q.data(), k.data(), v.data(), full.data(), ctx, 0, H, KVH, D);
+  // double reference
+  for (int t = 0; t < ctx; ++t)
+    for (int h = 0; h < H; ++h) {
+      const int kh = h / (H / KVH);
+      std::vector<double> s(t + 1);
+      double mx = -1e300;
+      for (int p = 0; p <= t; ++p) {
+        double acc = 0;
+        for (int d = 0; d < D; ++d) acc += double(q[(t * H + h) * D + d]) * k[(p * KVH + kh) * D + d];
+        s[p] = acc / std::sqrt(double(D));
+        mx = std::max(mx, s[p]);
+      }
+      double se = 0;
+      for (auto& e : s) se += (e = std::exp(e - mx));
+      for (int d = 0; d < D; ++d) {
+        double o = 0;
+        for (int p = 0; p <= t; ++p) o += s[p] / se * v[(p * KVH + kh) * D + d];
+        ASSERT_NEAR(full[(t * H + h) * D + d], o, 1e-5) << t << " " << h << " " << d;
+      }
+    }
+  // The last 7 queries as a separate chunk (start_pos 33) give bit-identical rows.
+  std::vector<float> part(static_cast<size_t>(7) * H * D);
+  cpu::attention_causal(q.data() + static_cast<size_t>(33) * H * D, k.data(), v.data(), part.data(), 7, 33, H, KVH, D);
+  for (size_t i = 0; i < part.size(); ++i) ASSERT_EQ(part[i], full[static_cast<size_t>(33) * H * D + i]);
+}
+
+TEST(CpuFloatKernels, ActivationQuantizationIsPerTokenAbsmax) {
+  std::vector<float> x = {0.5f, -1.0f, 0.25f, 0.0f, /* row 2 */ 0.0f, 0.0f, 0.0f, 0.0f, /* row 3 */ 3.0f, 1.5f, -0.75f, 0.02f};
+  std::vector<int8_t> q(12);
+  std::vector<float> inv(3);
+  cpu::quantize_rows_absmax_i8(x.data(), 3, 4, q.data(), inv.data());
+  EXPECT_EQ(std::vector<int8_t>(q.begin(), q.begin() + 4), (std::vector<int8_t>{64, -127, 32, 0}));  // 63.5 -> 64 (even)
+  EXPECT_FLOAT_EQ(inv[0], 1.0f / 127.0f);
+  EXPECT_EQ(std::vector<int8_t>(q.begin() + 4, q.begin() + 8), (std::vector<int8_t>{0, 0, 0, 0}));
+  EXPECT_FLOAT_EQ(inv[1], 1e-5f / 127.0f);
+  EXPECT_EQ(std::vector<int8_t>(q.begin() + 8, q.end()), (std::vector<int8_t>{127, 64, -32, 1}));  // 63.5->64, -31.75->-32, .8467->1
+}

@@ -1,0 +1,325 @@
+// The CUDA kernels against the CPU scalar references: integer paths exactly, float paths within stated
+// tolerances, on random shapes including ragged ones. Skipped (visibly) without CUDA or without a GPU; the tc2
+// packing test runs everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ternary_tc2.h"
+#include "model/linear.h"
+#include "runtime/cuda_backend.h"
+
+#if TRITIUM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/kernels.h"
+#endif
+
+using namespace tritium;
+
+namespace {
+
+std::vector<int8_t> random_ternary(std::mt19937& rng, int64_t n, int64_t k, double zero_density = 0.35) {
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int8_t> w(static_cast<size_t>(n * k));
+  for (auto& v : w) {
+    const double r = u(rng);
+    v = r < zero_density ? 0 : (r < zero_density + (1 - zero_density) / 2 ? 1 : -1);
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST(CudaTc2, PackRoundTripRagged) {
+  std::mt19937 rng(7);
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {3, 17}, {64, 64}, {65, 100}, {130, 2560}}) {
+    auto w = random_ternary(rng, n, k);
+    auto words = cuda::pack_tc2(w.data(), n, k);
+    const auto s = cuda::Tc2Shape::of(n, k);
+    ASSERT_EQ(static_cast<int64_t>(words.size()), s.words());
+    EXPECT_EQ(cuda::unpack_tc2(words.data(), n, k), w) << n << "x" << k;
+    // Byte-level spot check of the documented layout: row 0, k = 16 j + 4 g + b in byte b, bits 2g.
+    for (int c = 0; c < std::min(k, 64); ++c) {
+      const uint32_t code = (words[c / 16] >> (8 * (c % 4) + 2 * ((c % 16) / 4))) & 3u;
+      EXPECT_EQ(static_cast<int>(code) - 1, w[c]);
+    }
+  }
+  int8_t bad = 2;
+  EXPECT_THROW(cuda::pack_tc2(&bad, 1, 1), Error);
+}
+
+#if !TRITIUM_HAVE_CUDA
+
+TEST(CudaKernels, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA: CUDA kernel tests skipped"; }
+
+#else
+
+namespace {
+
+#define REQUIRE_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: CUDA kernel test skipped"
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t count) : n(count) {
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc");
+    cuda::check(cudaMemset(p, 0xA5, std::max<size_t>(count, 1) * sizeof(T)), "cudaMemset (poison)");
+  }
+  explicit DevBuf(const std::vector<T>& h) : DevBuf(h.size()) { up(h); }
+  ~DevBuf() { cudaFree(p); }
+  void up(const std::vector<T>& h) {
+    cuda::check(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "H2D");
+  }
+  std::vector<T> down() const {
+    std::vector<T> h(n);
+    cuda::check(cudaDeviceSynchronize(), "sync");
+    cuda::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "D2H");
+    return h;
+  }
+};
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+// Integer GEMV (dp4a, 8 and 16 lanes per row) and GEMM (int8 MMA) against a scalar int32 reference.
+TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> xd(-128, 127);
+  struct Shape { int n, k; };
+  for (Shape sh : {Shape{1, 1}, Shape{37, 100}, Shape{64, 64}, Shape{200, 640}, Shape{130, 2560}, Shape{515, 1000}}) {
+    const auto w = random_ternary(rng, sh.n, sh.k, 0.3);
+    const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
+    DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), sh.n, sh.k));
+    for (int M : {1, 2, 3, 5, 8, 13, 16, 17, 64, 100}) {
+      std::vector<int8_t> x(static_cast<size_t>(M) * sh.k), xp(static_cast<size_t>(M) * s.kp, 0);
+      std::vector<int32_t> sum(M, 0), ref(static_cast<size_t>(M) * sh.n);
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < sh.k; ++k) {
+          const int v = xd(rng);
+          x[m * sh.k + k] = xp[m * s.kp + k] = static_cast<int8_t>(v);
+          sum[m] += v;
+        }
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < sh.n; ++n) {
+          int32_t a = 0;
+          for (int k = 0; k < sh.k; ++k) a += static_cast<int32_t>(x[m * sh.k + k]) * w[static_cast<size_t>(n) * sh.k + k];
+          ref[static_cast<size_t>(m) * sh.n + n] = a;
+        }
+      DevBuf<int8_t> dx(xp);
+      DevBuf<int32_t> ds(sum);
+      std::vector<std::pair<int, int>> variants = {{2, 0}};
+      if (M <= 16) variants.insert(variants.end(), {{1, 8}, {1, 16}});
+      for (auto [kernel, lpr] : variants) {
+        DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);
+        cuda::ternary_matmul_i32(dw.p, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dx.p, ds.p, M, acc.p,
+                                 nullptr, kernel, lpr);
+        EXPECT_EQ(acc.down(), ref) << sh.n << "x" << sh.k << " M=" << M << " kernel " << kernel << " lpr " << lpr;
+      }
+    }
+  }
+}
+
+// The whole ternary projection (quantize + matmul + per-segment dequantization, plain and residual-add) equals
+// TernaryLinear::forward on the CPU bit for bit.
+TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  const int n = 3 * 96 + 40, k = 320;
+  const auto w = random_ternary(rng, n, k);
+  TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+  const auto s = cuda::Tc2Shape::of(n, k);
+  DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), n, k));
+  for (int M : {1, 4, 16, 33}) {
+    const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
+    std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * n);
+    lin.forward(x.data(), M, ref.data());
+    DevBuf<float> dx(x), dy(static_cast<size_t>(M) * n), dadd(base), inv(M);
+    DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
+    DevBuf<int32_t> sq(M);
+    cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
+                     nullptr);
+    cuda::TernaryEpilogue ep;
+    ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
+    ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
+    ep.y = dy.p, ep.ldy = n;
+    cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep, nullptr);
+    EXPECT_EQ(dy.down(), ref) << "M=" << M;
+    ep.y = dadd.p, ep.add = true;
+    cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep, nullptr,
+                         2);
+    auto got = dadd.down();
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], base[i] + ref[i]) << i;
+  }
+}
+
+// Quantization alone is exact; RMSNorm within 1e-6 relative, and its quantization exact given its output.
+TEST(CudaKernels, NormQuantVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (auto [M, D] : std::vector<std::pair<int, int>>{{1, 1}, {3, 100}, {7, 2560}, {2, 6912}}) {
+    const int kp = (D + 63) / 64 * 64;
+    auto x = random_floats(rng, static_cast<size_t>(M) * D, 3.0f);
+    x[0] = 0.5f * 127.0f / 127.0f;  // a few exact halves appear after scaling in random data anyway
+    const auto wt = random_floats(rng, D, 1.0f);
+    DevBuf<float> dx(x), dw(wt), dy(static_cast<size_t>(M) * D), inv(M);
+    DevBuf<int8_t> q(static_cast<size_t>(M) * kp);
+    DevBuf<int32_t> sq(M);
+    // plain quantization
+    cuda::norm_quant(dx.p, D, nullptr, nullptr, M, D, 1e-6f, nullptr, q.p, kp, inv.p, sq.p, nullptr);
+    std::vector<int8_t> rq(static_cast<size_t>(M) * D);
+    std::vector<float> rinv(M);
+    cpu::quantize_rows_absmax_i8(x.data(), M, D, rq.data(), rinv.data());
+    auto gq = q.down();
+    auto ginv = inv.down();
+    auto gs = sq.down();
+    for (int m = 0; m < M; ++m) {
+      int32_t sum = 0;
+      for (int d = 0; d < kp; ++d) {
+        const int want = d < D ? rq[m * D + d] : 0;
+        ASSERT_EQ(gq[m * kp + d], want) << m << "," << d;
+        sum += want;
+      }
+      EXPECT_EQ(ginv[m], rinv[m]);
+      EXPECT_EQ(gs[m], sum);
+    }
+    // RMSNorm + quantization
+    cuda::norm_quant(dx.p, D, nullptr, dw.p, M, D, 1e-6f, dy.p, q.p, kp, inv.p, sq.p, nullptr);
+    std::vector<float> ry(static_cast<size_t>(M) * D);
+    cpu::rms_norm(x.data(), wt.data(), ry.data(), M, D, 1e-6f);
+    auto gy = dy.down();
+    for (size_t i = 0; i < gy.size(); ++i) ASSERT_NEAR(gy[i], ry[i], 1e-6 * std::fabs(ry[i]) + 1e-7) << i;
+    cpu::quantize_rows_absmax_i8(gy.data(), M, D, rq.data(), rinv.data());
+    gq = q.down();
+    for (int m = 0; m < M; ++m)
+      for (int d = 0; d < D; ++d) ASSERT_EQ(gq[m * kp + d], rq[m * D + d]);
+  }
+}
+
+// RoPE + paged KV write exactly as cpu::rope_apply; attention within 1e-5 relative of cpu::attention_causal,
+// over a shuffled block table and ragged lengths (prefill chunk and decode rows of two sequences).
+TEST(CudaKernels, RopeKvAttentionVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(9);
+  for (int D : {64, 128}) {
+    const int H = 4, KVH = 2, bs = 16, nblocks = 20, maxpos = 300, half = D / 2;
+    const int qd = H * D, kvd = KVH * D, w = qd + 2 * kvd;
+    std::vector<float> ct(static_cast<size_t>(maxpos) * half), st(ct.size());
+    for (size_t i = 0; i < ct.size(); ++i) {
+      ct[i] = std::cos(0.01f * static_cast<float>(i));
+      st[i] = std::sin(0.01f * static_cast<float>(i));
+    }
+    // Sequence 0: prefill of 37 tokens at 0; sequence 1: 150 tokens at 0 then checked rows.
+    std::vector<int32_t> blocks(nblocks);
+    for (int i = 0; i < nblocks; ++i) blocks[i] = i;
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    const int btw = 10;
+    std::vector<int32_t> bt(2 * btw);
+    for (int i = 0; i < btw; ++i) bt[i] = blocks[i], bt[btw + i] = blocks[btw + i];
+    const int T0 = 37, T1 = 150;
+    const int rows = T0 + T1;
+    std::vector<int32_t> pos(rows), seq(rows);
+    for (int r = 0; r < rows; ++r) {
+      seq[r] = r < T0 ? 0 : 1;
+      pos[r] = r < T0 ? r : r - T0;
+    }
+    auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
+    DevBuf<float> dqkv(qkv), dct(ct), dst(st), kpool(static_cast<size_t>(nblocks) * bs * kvd),
+        vpool(static_cast<size_t>(nblocks) * bs * kvd), out(static_cast<size_t>(rows) * qd);
+    DevBuf<int32_t> dpos(pos), dseq(seq), dbt(bt);
+    cuda::rope_kv_write(dqkv.p, rows, H, KVH, D, dct.p, dst.p, dpos.p, dseq.p, dbt.p, btw, bs, kpool.p, vpool.p,
+                        nullptr);
+    cuda::attention_paged(dqkv.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, btw, bs, kpool.p, vpool.p, out.p,
+                          nullptr);
+    // CPU reference
+    std::vector<float> ref = qkv;
+    for (int r = 0; r < rows; ++r) {
+      float* row = &ref[static_cast<size_t>(r) * w];
+      cpu::rope_apply(row, H, D, &ct[static_cast<size_t>(pos[r]) * half], &st[static_cast<size_t>(pos[r]) * half]);
+      cpu::rope_apply(row + qd, KVH, D, &ct[static_cast<size_t>(pos[r]) * half],
+                      &st[static_cast<size_t>(pos[r]) * half]);
+    }
+    EXPECT_EQ(dqkv.down(), ref) << "rope D=" << D;
+    auto kp = kpool.down(), vp = vpool.down();
+    auto got = out.down();
+    for (int s = 0; s < 2; ++s) {
+      const int T = s == 0 ? T0 : T1, r0 = s == 0 ? 0 : T0;
+      std::vector<float> q(static_cast<size_t>(T) * qd), k(static_cast<size_t>(T) * kvd), v(k.size()),
+          o(static_cast<size_t>(T) * qd);
+      for (int t = 0; t < T; ++t) {
+        const float* row = &ref[static_cast<size_t>(r0 + t) * w];
+        std::memcpy(&q[static_cast<size_t>(t) * qd], row, sizeof(float) * qd);
+        const int64_t slot = (static_cast<int64_t>(bt[s * btw + t / bs]) * bs + t % bs) * kvd;
+        for (int d = 0; d < kvd; ++d) {
+          ASSERT_EQ(kp[slot + d], row[qd + d]) << "k cache";
+          ASSERT_EQ(vp[slot + d], row[qd + kvd + d]) << "v cache";
+          k[static_cast<size_t>(t) * kvd + d] = row[qd + d];
+          v[static_cast<size_t>(t) * kvd + d] = row[qd + kvd + d];
+        }
+      }
+      cpu::attention_causal(q.data(), k.data(), v.data(), o.data(), T, 0, H, KVH, D);
+      double num = 0, den = 0;
+      for (size_t i = 0; i < o.size(); ++i) {
+        const double d = got[static_cast<size_t>(r0) * qd + i] - o[i];
+        ASSERT_FALSE(std::isnan(got[static_cast<size_t>(r0) * qd + i]));
+        num += d * d;
+        den += static_cast<double>(o[i]) * o[i];
+      }
+      EXPECT_LT(std::sqrt(num / den), 1e-5) << "attention D=" << D << " seq " << s;
+    }
+  }
+}
+
+TEST(CudaKernels, GluEmbeddingBiasVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  const int M = 5, I = 333;
+  const auto gu = random_floats(rng, static_cast<size_t>(M) * 2 * I, 2.0f);
+  DevBuf<float> dgu(gu), act(static_cast<size_t>(M) * I);
+  std::vector<float> ref(static_cast<size_t>(M) * I);
+  for (bool relu2 : {true, false}) {
+    cuda::glu(dgu.p, M, I, relu2, act.p, nullptr);
+    for (int m = 0; m < M; ++m) {
+      const float* g = &gu[static_cast<size_t>(m) * 2 * I];
+      if (relu2) cpu::relu2_mul(g, g + I, &ref[static_cast<size_t>(m) * I], I);
+      else cpu::silu_mul(g, g + I, &ref[static_cast<size_t>(m) * I], I);
+    }
+    auto got = act.down();
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (relu2) ASSERT_EQ(got[i], ref[i]) << i;
+      else ASSERT_NEAR(got[i], ref[i], 4e-7 * std::fabs(ref[i]) + 1e-12) << i;
+    }
+  }
+  const int V = 50, D = 70;
+  const auto table = random_floats(rng, static_cast<size_t>(V) * D);
+  std::vector<int32_t> toks = {3, 49, 0, 3};
+  DevBuf<float> dt(table), x(toks.size() * D);
+  DevBuf<int32_t> dtok(toks);
+  cuda::embedding(dt.p, dtok.p, static_cast<int>(toks.size()), D, x.p, nullptr);
+  auto gx = x.down();
+  for (size_t r = 0; r < toks.size(); ++r)
+    for (int d = 0; d < D; ++d) ASSERT_EQ(gx[r * D + d], table[static_cast<size_t>(toks[r]) * D + d]);
+  const auto t = random_floats(rng, 3 * 7), b = random_floats(rng, 7), y0 = random_floats(rng, 3 * 7);
+  DevBuf<float> dtt(t), db(b), dy(y0);
+  cuda::bias_add(dtt.p, db.p, 3, 7, dy.p, true, nullptr);
+  auto gy = dy.down();
+  for (int i = 0; i < 21; ++i) ASSERT_EQ(gy[i], y0[i] + (t[i] + b[i % 7]));
+}
+
+#endif
