@@ -101,6 +101,7 @@ int run(const BenchArgs& a) {
     fmt::print("| {} | {:.2f} MiB | {} | {} | {} | {} | tg{} | {:.2f} ± {:.2f} | {:.2f} |\n", name, size_mib, fmt_name,
                head, backend, num_threads(), a.tg, tg.mean, tg.sd, tg.median);
   }
+  const double rss = peak_rss_mib();  // before the bandwidth probe's 1 GiB buffer
   if (!a.no_roofline && !model.backend()) {  // the CPU read bandwidth is no roofline for a GPU
     const double bw = measure_read_bandwidth_gbs(size_t{1} << 30, num_threads());
     const double bytes = static_cast<double>(model.weight_bytes_per_token());
@@ -108,8 +109,8 @@ int run(const BenchArgs& a) {
     fmt::print("\nroofline: {:.1f} MB of weights read per token, measured read bandwidth {:.1f} GB/s ({} threads)"
                " -> decode roofline {:.1f} tok/s", bytes / 1e6, bw, num_threads(), roof);
     if (!tg_ts.empty()) fmt::print("; tg{} (median) reaches {:.1f}% of it", a.tg, 100.0 * tg.median / roof);
-    fmt::print("\npeak RSS: {:.1f} MiB\n", peak_rss_mib());
   }
+  fmt::print("\npeak RSS (model + run): {:.1f} MiB\n", rss);
   return 0;
 }
 

@@ -41,7 +41,9 @@ PerplexityResult compute_perplexity(const Transformer& model, const std::vector<
     BatchChunk ch{chunk, 0, bt.blocks, true};
     model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
     for (int p = n_ctx / 2; p <= n_ctx - 2; ++p) {
-      r.nll_sum -= log_prob(std::span<const float>(&logits[static_cast<size_t>(p) * V], V), chunk[p + 1]);
+      const std::span<const float> row(&logits[static_cast<size_t>(p) * V], V);
+      r.nll_sum -= log_prob(row, chunk[p + 1]);
+      if (opts.on_scored) opts.on_scored(row, chunk[p + 1]);
       ++r.scored_tokens;
     }
     r.chunks = ci + 1;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "model/transformer.h"
@@ -16,6 +17,9 @@ struct PerplexityOptions {
   bool prepend_bos = true;
   KvDType kv_dtype = KvDType::kF32;  ///< KV cache dtype (to measure the perplexity effect of quantized caches)
   float kv_scale = 1.0f;             ///< fp8/int8 per-tensor scale (see calibrate_kv_scale in runtime/engine.h)
+  /// Optional: sees the logits float32 [vocab] of every scored position and the token it predicts, in order
+  /// (used to save base distributions and for KL divergence).
+  std::function<void(std::span<const float> logits, int32_t target)> on_scored;
 };
 
 struct PerplexityResult {
