@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "parallel/tp_launch.h"
 #include "runtime/cuda_backend.h"
 
 namespace fs = std::filesystem;
@@ -27,6 +29,9 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--lm-head", o.lm_head,
                   "output head storage: f32, int8 (per-row int8), q4 (4-bit, groups of 32); default: as stored");
   app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
+  app->add_option("--tensor-parallel,--tp", o.tensor_parallel,
+                  "split the model over N GPUs (one process each, NCCL; needs --device cuda; cuda:K starts at GPU K)")
+      ->check(CLI::Range(1, 64));
 }
 
 SamplingParams SamplingOptions::params() const {
@@ -100,9 +105,14 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
     CudaOptions co;
     if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
     else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
-    lm.model->set_backend(make_cuda_backend(*lm.model, co));
+    if (const char* g = std::getenv("TRITIUM_CUDA_GRAPHS"); g && std::string(g) == "0") co.graphs = false;
+    if (o.tensor_parallel > 1) lm.model = start_tensor_parallel(*lm.model, o.tensor_parallel, co);
+    else lm.model->set_backend(make_cuda_backend(*lm.model, co));
   } else if (o.device != "cpu") {
     fail("--device {}: expected cpu, cuda or cuda:N", o.device);
+  } else if (o.tensor_parallel > 1) {
+    fail("--tensor-parallel {}: needs --device cuda (tensor parallelism runs one process per GPU over NCCL)",
+         o.tensor_parallel);
   }
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";

@@ -22,6 +22,7 @@ struct ModelOptions {
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
   std::string lm_head;             ///< --lm-head: f32, int8, q4 ("" = as stored)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
+  int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
 };
 
 /// LoadOptions from the command line (--weights auto -> auto_ternary_format(); an explicit format also repacks

@@ -7,6 +7,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
+#include "parallel/communicator.h"
 
 namespace tritium {
 
@@ -24,6 +25,14 @@ Transformer::Transformer(ModelConfig config, std::shared_ptr<const std::vector<f
     const float expo = static_cast<float>(2 * i) / static_cast<float>(config_.head_dim);
     inv_freq_[i] = 1.0f / static_cast<float>(std::pow(config_.rope_theta, static_cast<double>(expo)));
   }
+}
+
+void Transformer::set_tensor_parallel(TensorParallelPlan plan, std::shared_ptr<Communicator> comm) {
+  TRITIUM_CHECK(!comm || (comm->rank() == plan.rank && comm->world() == plan.world),
+                "set_tensor_parallel: communicator rank {}/{} differs from the plan's {}/{}", comm->rank(),
+                comm->world(), plan.rank, plan.world);
+  tp_ = std::make_shared<const TensorParallelPlan>(std::move(plan));
+  comm_ = std::move(comm);
 }
 
 size_t Transformer::weight_bytes_per_token() const {
@@ -114,6 +123,8 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   std::vector<float> q(static_cast<size_t>(M * qd)), attn(static_cast<size_t>(M * qd));
   std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));
   std::vector<float> proj(static_cast<size_t>(M * Hd));
+  std::vector<float> full_in;  // tensor parallel, gather mode: the all-gathered input of o / down
+  TRITIUM_CHECK(!tp_ || comm_, "forward: tensor-parallel shard without a communicator (CPU forward)");
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];
@@ -137,9 +148,22 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
       attention(ch, l, &q[r * qd], cache, &attn[r * qd]);
       r += static_cast<int64_t>(ch.tokens.size());
     }
-    if (c.sub_norms) cpu::rms_norm(attn.data(), L.attn_sub_norm.data(), attn.data(), M, qd, c.rms_norm_eps);
-    observe(l, "o", attn.data(), M, qd);
-    L.o->forward(attn.data(), M, proj.data(), row_begin);
+    {
+      // Tensor parallel: gather mode all-gathers the heads' outputs (o replicated), row-parallel mode all-reduces
+      // the partial sums of the rank's K slice.
+      float* o_in = attn.data();
+      int64_t o_k = qd;
+      if (tp_ && tp_->gather_mode) {
+        full_in.resize(static_cast<size_t>(M * tp_->q_dim_full));
+        all_gather_columns(*comm_, attn.data(), M, tp_->q_cols, full_in.data());
+        o_in = full_in.data();
+        o_k = tp_->q_dim_full;
+      }
+      if (c.sub_norms) cpu::rms_norm(o_in, L.attn_sub_norm.data(), o_in, M, o_k, c.rms_norm_eps);
+      observe(l, "o", o_in, M, o_k);
+      L.o->forward(o_in, M, proj.data(), row_begin);
+      if (tp_ && !tp_->gather_mode) comm_->all_reduce_sum(proj.data(), M * Hd);
+    }
     cpu::add_inplace(x.data(), proj.data(), M * Hd);
 
     // --- MLP block
@@ -151,9 +175,20 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
       if (c.hidden_act == Activation::kRelu2) cpu::relu2_mul(g, g + I, &act[m * I], I);
       else cpu::silu_mul(g, g + I, &act[m * I], I);
     }
-    if (c.sub_norms) cpu::rms_norm(act.data(), L.ffn_sub_norm.data(), act.data(), M, I, c.rms_norm_eps);
-    observe(l, "down", act.data(), M, I);
-    L.down->forward(act.data(), M, proj.data(), row_begin);
+    {
+      float* d_in = act.data();
+      int64_t d_k = I;
+      if (tp_ && tp_->gather_mode) {
+        full_in.resize(static_cast<size_t>(M * tp_->inter_full));
+        all_gather_columns(*comm_, act.data(), M, tp_->i_cols, full_in.data());
+        d_in = full_in.data();
+        d_k = tp_->inter_full;
+      }
+      if (c.sub_norms) cpu::rms_norm(d_in, L.ffn_sub_norm.data(), d_in, M, d_k, c.rms_norm_eps);
+      observe(l, "down", d_in, M, d_k);
+      L.down->forward(d_in, M, proj.data(), row_begin);
+      if (tp_ && !tp_->gather_mode) comm_->all_reduce_sum(proj.data(), M * Hd);
+    }
     cpu::add_inplace(x.data(), proj.data(), M * Hd);
   }
 
@@ -183,7 +218,14 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
       o += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
     }
   }
-  lm_head_->forward(sel.data(), out_rows, logits.data(), out_begin);
+  if (!tp_) {
+    lm_head_->forward(sel.data(), out_rows, logits.data(), out_begin);
+    return;
+  }
+  // Vocabulary-parallel lm_head: the rank's rows, then all-gather.
+  std::vector<float> part(static_cast<size_t>(out_rows * lm_head_->out_features()));
+  lm_head_->forward(sel.data(), out_rows, part.data(), out_begin);
+  all_gather_columns(*comm_, part.data(), out_rows, tp_->v_rows, logits.data());
 }
 
 }  // namespace tritium

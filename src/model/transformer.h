@@ -14,9 +14,12 @@
 
 #include "io/model_config.h"
 #include "model/linear.h"
+#include "parallel/plan.h"
 #include "runtime/kv_cache.h"
 
 namespace tritium {
+
+class Communicator;
 
 /// Weights of one decoder layer. Projections are fused: qkv = [q; k; v] rows, gate_up = [gate; up] rows.
 struct LayerWeights {
@@ -82,6 +85,15 @@ class Transformer {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   const Linear& lm_head() const { return *lm_head_; }
   const std::vector<float>& embedding() const { return *embed_; }
+  std::shared_ptr<const std::vector<float>> embedding_shared() const { return embed_; }
+
+  /// Marks this model as the shard of one tensor-parallel rank (parallel/shard.h builds it). The CPU forward then
+  /// calls `comm`'s collectives (all-reduce after row-parallel o/down, all-gathers in gather mode and for the
+  /// vocabulary-parallel lm_head) and returns full logits on every rank. comm may be null when a backend brings
+  /// its own collectives (the CUDA backend: NCCL).
+  void set_tensor_parallel(TensorParallelPlan plan, std::shared_ptr<Communicator> comm);
+  /// The rank's plan; nullptr for an unsharded model.
+  const TensorParallelPlan* tp_plan() const { return tp_ ? tp_.get() : nullptr; }
   const std::vector<float>& final_norm() const { return final_norm_; }
 
  private:
@@ -99,6 +111,8 @@ class Transformer {
   ActivationObserver observer_;
   std::shared_ptr<const void> keep_alive_;
   std::shared_ptr<ForwardBackend> backend_;
+  std::shared_ptr<const TensorParallelPlan> tp_;
+  std::shared_ptr<Communicator> comm_;
 };
 
 }  // namespace tritium

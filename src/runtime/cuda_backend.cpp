@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "core/error.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/ternary_tc2.h"
+#include "parallel/nccl_comm.h"
 
 namespace tritium {
 namespace {
@@ -94,12 +96,17 @@ class CudaBackend final : public ForwardBackend {
   void ensure_workspace(int M, int S, int O);
   DevKv& device_kv(KvCache& cache);
   void run_body(int M, int S, int O, const DevKv& kv);
+  /// Tensor parallel: local [M, widths[rank]] on every rank -> full [M, sum widths] (NCCL all-gather of blocks
+  /// padded to max(widths), then one 2D copy per rank). `local` must have room for M * max(widths) floats.
+  void gather_cols(const float* local, int M, const std::vector<int64_t>& widths, float* full);
   /// out[rows, n] (+)= lin(norm?(in rows via row_map)); in has row stride ldin.
   void apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map, const float* norm_w,
              int rows, float* out, int64_t ldout, bool add);
 
   ModelConfig c_;
   CudaOptions opts_;
+  std::optional<TensorParallelPlan> tp_;
+  float *full_in_ = nullptr, *gat_ = nullptr, *part_ = nullptr, *lg_local_ = nullptr;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -191,6 +198,14 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
   TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
                 c_.head_dim);
   name_ = "cuda:" + std::to_string(o.device) + " " + cuda_device_name(o.device);
+  if (model.tp_plan()) {
+    TRITIUM_CHECK(o.tp_comm, "CUDA backend: the model is a tensor-parallel shard but no NCCL communicator was given");
+    TRITIUM_CHECK(o.tp_comm->rank() == model.tp_plan()->rank && o.tp_comm->world() == model.tp_plan()->world,
+                  "CUDA backend: NCCL rank {}/{} differs from the shard's {}/{}", o.tp_comm->rank(),
+                  o.tp_comm->world(), model.tp_plan()->rank, model.tp_plan()->world);
+    tp_ = *model.tp_plan();
+    name_ += " tp" + std::to_string(tp_->rank) + "/" + std::to_string(tp_->world);
+  }
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check_blas(cublasCreate(&blas_), "cublasCreate");
   check_blas(cublasSetStream(blas_, stream_), "cublasSetStream");
@@ -266,12 +281,25 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
   capO_ = std::max(O, capO_);
   const size_t Mc = static_cast<size_t>(capM_), Hd = c_.hidden_size, I = c_.intermediate_size;
   const size_t qkvw = static_cast<size_t>(c_.q_dim() + 2 * c_.kv_dim());
+  // Tensor parallel: full (gathered) widths and the padded per-rank widths of the all-gathers.
+  const size_t qfull = tp_ ? static_cast<size_t>(tp_->q_dim_full) : static_cast<size_t>(c_.q_dim());
+  const size_t ifull = tp_ ? static_cast<size_t>(tp_->inter_full) : I;
+  const size_t qpad = tp_ ? static_cast<size_t>(TensorParallelPlan::max_of(tp_->q_cols)) : qfull;
+  const size_t ipad = tp_ ? static_cast<size_t>(TensorParallelPlan::max_of(tp_->i_cols)) : I;
   x_ = ws_.alloc<float>(Mc * Hd);
-  h_ = ws_.alloc<float>(Mc * std::max<size_t>({Hd, I, static_cast<size_t>(c_.q_dim())}));
+  h_ = ws_.alloc<float>(Mc * std::max<size_t>({Hd, ifull, qfull}));
   qkv_ = ws_.alloc<float>(Mc * qkvw);
-  attn_ = ws_.alloc<float>(Mc * c_.q_dim());
+  attn_ = ws_.alloc<float>(Mc * std::max<size_t>(qpad, c_.q_dim()));
   gu_ = ws_.alloc<float>(Mc * 2 * I);
-  act_ = ws_.alloc<float>(Mc * I);
+  act_ = ws_.alloc<float>(Mc * std::max<size_t>(ipad, I));
+  if (tp_) {
+    const size_t vpad = static_cast<size_t>(TensorParallelPlan::max_of(tp_->v_rows));
+    const size_t Oc = static_cast<size_t>(capO_);
+    full_in_ = ws_.alloc<float>(Mc * std::max(qfull, ifull));
+    gat_ = ws_.alloc<float>(static_cast<size_t>(tp_->world) * std::max({Mc * qpad, Mc * ipad, Oc * vpad}));
+    part_ = ws_.alloc<float>(Mc * Hd);
+    lg_local_ = ws_.alloc<float>(Oc * vpad);
+  }
   tmp_ = ws_.alloc<float>(Mc * std::max<size_t>({qkvw, 2 * I, Hd}));
   xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
   inv_s_ = ws_.alloc<float>(Mc);
@@ -352,12 +380,52 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
                         bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
     cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
                           bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
-    apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
+    if (!tp_) {
+      apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
+    } else if (tp_->gather_mode) {  // o replicated over the all-gathered heads (BitNet: exact)
+      gather_cols(attn_, M, tp_->q_cols, full_in_);
+      apply(L.o, full_in_, tp_->q_dim_full, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
+    } else {  // row-parallel: partial sums over the rank's heads, all-reduced
+      apply(L.o, attn_, qd, nullptr, nullptr, M, part_, Hd, false);
+      opts_.tp_comm->all_reduce_sum(part_, static_cast<size_t>(M) * Hd, stream_);
+      cuda::bias_add(part_, nullptr, M, Hd, x_, true, stream_);
+    }
     apply(L.gate_up, x_, Hd, nullptr, L.post_norm, M, gu_, 2 * I, false);
     cuda::glu(gu_, M, I, c_.hidden_act == Activation::kRelu2, act_, stream_);
-    apply(L.down, act_, I, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
+    if (!tp_) {
+      apply(L.down, act_, I, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
+    } else if (tp_->gather_mode) {
+      gather_cols(act_, M, tp_->i_cols, full_in_);
+      apply(L.down, full_in_, tp_->inter_full, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
+    } else {
+      apply(L.down, act_, I, nullptr, nullptr, M, part_, Hd, false);
+      opts_.tp_comm->all_reduce_sum(part_, static_cast<size_t>(M) * Hd, stream_);
+      cuda::bias_add(part_, nullptr, M, Hd, x_, true, stream_);
+    }
   }
-  apply(lm_head_, x_, Hd, out_d_, final_norm_, O, logits_, c_.vocab_size, false);
+  if (!tp_) {
+    apply(lm_head_, x_, Hd, out_d_, final_norm_, O, logits_, c_.vocab_size, false);
+  } else {  // vocabulary-parallel lm_head
+    apply(lm_head_, x_, Hd, out_d_, final_norm_, O, lg_local_, lm_head_.n, false);
+    gather_cols(lg_local_, O, tp_->v_rows, logits_);
+  }
+}
+
+void CudaBackend::gather_cols(const float* local, int M, const std::vector<int64_t>& widths, float* full) {
+  const size_t mw = static_cast<size_t>(TensorParallelPlan::max_of(widths));
+  const size_t block = static_cast<size_t>(M) * mw;  // floats per rank in gat_
+  opts_.tp_comm->all_gather(local, block * sizeof(float), gat_, stream_);
+  size_t total = 0;
+  for (int64_t w : widths) total += static_cast<size_t>(w);
+  size_t col = 0;
+  for (size_t r = 0; r < widths.size(); ++r) {
+    const size_t w = static_cast<size_t>(widths[r]);
+    // Rank r's block holds its [M, w] rows contiguously (row stride w) at the start of its padded slot.
+    check(cudaMemcpy2DAsync(full + col, total * sizeof(float), gat_ + r * block, w * sizeof(float),
+                            w * sizeof(float), static_cast<size_t>(M), cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpy2DAsync (tensor-parallel gather)");
+    col += w;
+  }
 }
 
 void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) {
@@ -441,9 +509,11 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   } else {
     run_body(M, S, O, kv);
   }
-  logits.resize(static_cast<size_t>(O) * c_.vocab_size);
-  check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-        "cudaMemcpyAsync (logits)");
+  if (opts_.copy_logits) {
+    logits.resize(static_cast<size_t>(O) * c_.vocab_size);
+    check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (logits)");
+  }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
 }
 

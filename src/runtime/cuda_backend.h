@@ -18,12 +18,19 @@
 
 namespace tritium {
 
+class NcclComm;
+
 struct CudaOptions {
   int device = 0;
   /// lm_head in bf16 through cuBLAS (half the bytes of f32; activations rounded to bf16) or f32.
   bool lm_head_bf16 = true;
   /// Capture decode steps as CUDA graphs.
   bool graphs = true;
+  /// Tensor parallelism: the NCCL communicator of this rank, required when the model is a shard
+  /// (parallel/shard.h); the backend then all-reduces / all-gathers as the model's plan says.
+  std::shared_ptr<NcclComm> tp_comm;
+  /// Copy the logits to the host at the end of forward() (ranks other than 0 do not need them).
+  bool copy_logits = true;
 };
 
 /// Number of CUDA devices usable by this build (0 when built without CUDA or when no driver/GPU is present).

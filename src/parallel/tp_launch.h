@@ -1,0 +1,33 @@
+// tritium parallel: starting a tensor-parallel group of processes, one per GPU (vLLM / TensorRT-LLM style).
+//
+// The leader (rank 0, the process the user started) creates the ncclUniqueId and re-executes its own binary with
+// the same command line for ranks 1..N-1 (fork + exec of /proc/self/exe), passing rank, world size and the id in
+// the environment (TRITIUM_TP_RANK, TRITIUM_TP_WORLD, TRITIUM_TP_NCCL_ID); a worker's stdout goes to /dev/null,
+// its stderr stays. Each rank loads the model, keeps its shard (parallel/shard.h), uploads it to GPU base + rank
+// and joins the NCCL group. Rank 0 then runs the command as usual (scheduler, sampling, output): each forward
+// first broadcasts the step's batch (token ids, positions, block tables, KV pool shape) over NCCL, then every
+// rank runs the same forward. Workers exit when the leader's model is destroyed (a stop message) or the leader
+// dies (PR_SET_PDEATHSIG). NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 are
+// set in the environment when absent, so NVLink multicast stays off in every rank.
+//
+// Multi-node runs take the same path with the id distributed by MPI (docs/tensor_parallel.md); this build
+// bootstraps one host only.
+#pragma once
+
+#include <memory>
+
+#include "model/transformer.h"
+#include "runtime/cuda_backend.h"
+
+namespace tritium {
+
+/// Whether this process was started as a tensor-parallel worker (TRITIUM_TP_RANK set and > 0).
+bool is_tensor_parallel_worker();
+
+/// Leader: spawns the workers, returns rank 0's shard with its NCCL-connected CUDA backend set (forward() returns
+/// full logits). Worker: runs the worker loop and ends the process (never returns). `cuda.device` is the first
+/// GPU; rank r uses cuda.device + r. Throws tritium::Error when world < 2, there are fewer GPUs than needed, the
+/// model cannot be split that way (parallel/shard.h) or NCCL cannot be loaded.
+std::unique_ptr<Transformer> start_tensor_parallel(const Transformer& full, int world, const CudaOptions& cuda);
+
+}  // namespace tritium
