@@ -26,6 +26,8 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
                   "ternary-threshold");
   app->add_option("--outlier-threshold", o.outlier_threshold, "LLM.int8() outlier threshold alpha (default 6.0)");
   app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
+  app->add_option("--lm-head", o.lm_head,
+                  "output head storage: f32, int8 (per-row int8), q4 (4-bit, groups of 32); default: as stored");
   app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
   app->add_option("--tensor-parallel,--tp", o.tensor_parallel,
                   "split the model over N GPUs (one process each, NCCL; needs --device cuda; cuda:K starts at GPU K)")
@@ -81,16 +83,23 @@ std::string resolve_model_dir(const std::string& m) {
 // (bench/RESULTS.md, "Ternary CPU kernels"), so the fastest format on this kind of machine is i2.
 TernaryFormat auto_ternary_format() { return TernaryFormat::kI2; }
 
+LoadOptions make_load_options(const ModelOptions& o) {
+  LoadOptions lo;
+  lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
+  lo.ternary_format_explicit = o.weights != "auto";
+  lo.quant = o.quant;
+  lo.outlier_threshold = o.outlier_threshold;
+  lo.ternary_threshold = o.ternary_threshold;
+  lo.lm_head = o.lm_head;
+  return lo;
+}
+
 LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   set_num_threads(o.threads);
   LoadedModel lm;
   lm.dir = resolve_model_dir(o.model_dir);
   const auto t0 = std::chrono::steady_clock::now();
-  LoadOptions lo;
-  lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
-  lo.quant = o.quant;
-  lo.outlier_threshold = o.outlier_threshold;
-  lo.ternary_threshold = o.ternary_threshold;
+  const LoadOptions lo = make_load_options(o);
   lm.model = load_transformer(lm.dir, lo);
   if (o.device.rfind("cuda", 0) == 0) {
     CudaOptions co;

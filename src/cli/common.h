@@ -20,9 +20,14 @@ struct ModelOptions {
   std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
+  std::string lm_head;             ///< --lm-head: f32, int8, q4 ("" = as stored)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
   int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
 };
+
+/// LoadOptions from the command line (--weights auto -> auto_ternary_format(); an explicit format also repacks
+/// tritium models stored in another format).
+LoadOptions make_load_options(const ModelOptions& o);
 
 void add_model_options(CLI::App* app, ModelOptions& o);
 

@@ -82,3 +82,16 @@ size_t Int8LinearLayer::weight_bytes() const { return impl_.weight().bytes(); }
 std::string Int8LinearLayer::format_name() const { return std::string(int8_method_name(impl_.method())); }
 
 }  // namespace tritium
+
+namespace tritium {
+
+Q4Linear::Q4Linear(Q4Rows w) : Linear(w.n, w.k), w_(std::move(w)) { validate_q4_rows(w_, "Q4Linear"); }
+
+void Q4Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
+  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
+  std::vector<float> inv_s(static_cast<size_t>(M));
+  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
+  q4_gemm(w_, xq.data(), inv_s.data(), M, y);
+}
+
+}  // namespace tritium

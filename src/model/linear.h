@@ -9,6 +9,7 @@
 #include <span>
 
 #include "quant/int8/int8_linear.h"
+#include "quant/q4_rows.h"
 #include "quant/ternary_format.h"
 
 namespace tritium {
@@ -93,6 +94,21 @@ class Int8LinearLayer final : public Linear {
 
  private:
   Int8Linear impl_;
+};
+
+/// 4-bit row-grouped weights (src/quant/q4_rows.h), used for the output head (`--lm-head q4`): activations
+/// quantized per token to int8 by absmax (as TernaryLinear), exact int32 group sums, fp32 scaling.
+class Q4Linear final : public Linear {
+ public:
+  /// Throws tritium::Error when the buffers do not match the shape.
+  explicit Q4Linear(Q4Rows w);
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
+  size_t weight_bytes() const override { return w_.bytes(); }
+  std::string format_name() const override { return "q4"; }
+  const Q4Rows& weights() const { return w_; }
+
+ private:
+  Q4Rows w_;
 };
 
 }  // namespace tritium

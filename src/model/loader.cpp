@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/tritium_model.h"
 #include "quant/int8/int8_linear.h"
 #include "quant/int8/ternary_ptq.h"
 
@@ -183,6 +184,24 @@ std::unique_ptr<Linear> fuse_float(const WeightStore& ws, const std::vector<std:
 
 }  // namespace
 
+const std::vector<std::string>& lm_head_kind_names() {
+  static const std::vector<std::string> k = {"f32", "int8", "q4"};
+  return k;
+}
+
+std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind) {
+  TRITIUM_CHECK(static_cast<int64_t>(w.size()) == vocab * hidden, "lm_head: {} weights, expected {} x {}", w.size(),
+                vocab, hidden);
+  if (kind.empty() || kind == "f32") return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, vocab, hidden);
+  if (kind == "int8")
+    return std::make_unique<Int8LinearLayer>(Int8Linear(Int8Method::kVectorwise, w.data(), vocab, hidden));
+  if (kind == "q4") {
+    if (hidden % 64 != 0) fail("--lm-head q4 needs a hidden size that is a multiple of 64 (this model has {})", hidden);
+    return std::make_unique<Q4Linear>(quantize_q4_rows(w.data(), vocab, hidden));
+  }
+  fail("unknown lm_head storage '{}' (expected f32, int8 or q4)", kind);
+}
+
 const std::vector<std::string>& quant_method_names() {
   static const std::vector<std::string> k = {"int8-absmax",      "int8-zeropoint",  "int8-rowwise",
                                              "int8-vectorwise",  "llm-int8",        "int8-weight-only",
@@ -196,10 +215,17 @@ std::unique_ptr<Transformer> load_transformer(const std::string& dir, const Load
     if (std::find(names.begin(), names.end(), opts.quant) == names.end())
       fail("unknown quantization method '{}' (expected one of: {})", opts.quant, fmt::join(names, ", "));
   }
+  if (!opts.lm_head.empty()) {
+    const auto& names = lm_head_kind_names();
+    if (std::find(names.begin(), names.end(), opts.lm_head) == names.end())
+      fail("unknown lm_head storage '{}' (expected one of: {})", opts.lm_head, fmt::join(names, ", "));
+  }
   ModelConfig c = load_model_config(dir);
+  auto store = std::make_shared<WeightStore>(dir);
+  if (is_tritium_model(*store)) return load_tritium_model(std::move(c), std::move(store), opts);
   if (!opts.quant.empty() && c.bitnet_quant)
     fail("{}: --quant {} applies to 16/32-bit models; this BitNet model is already ternary", dir, opts.quant);
-  WeightStore ws(dir);
+  const WeightStore& ws = *store;
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
 
@@ -237,15 +263,17 @@ std::unique_ptr<Transformer> load_transformer(const std::string& dir, const Load
       L.gate_up = fuse_float(ws, {{p + "mlp.gate_proj", I}, {p + "mlp.up_proj", I}}, H, c.mlp_bias, opts);
       L.down = fuse_float(ws, {{p + "mlp.down_proj", H}}, I, c.mlp_bias, opts);
     }
+    if (opts.progress) opts.progress(l + 1, c.num_layers);
   }
   std::vector<float> final_norm = load_vec(ws, "model.norm.weight", H);
   std::unique_ptr<Linear> lm_head;
   const TensorView* head = ws.find("lm_head.weight");
   if (c.tie_word_embeddings || !head) {
     if (!c.tie_word_embeddings && !head) fail("{}: weight 'lm_head.weight' is missing", dir);
-    lm_head = std::make_unique<FloatLinear>(embed, std::vector<float>{}, V, H);
+    if (opts.lm_head.empty() || opts.lm_head == "f32") lm_head = std::make_unique<FloatLinear>(embed, std::vector<float>{}, V, H);
+    else lm_head = make_head_linear(*embed, V, H, opts.lm_head);
   } else {
-    lm_head = std::make_unique<FloatLinear>(load_mat(ws, "lm_head.weight", V, H), std::vector<float>{}, V, H);
+    lm_head = make_head_linear(load_mat(ws, "lm_head.weight", V, H), V, H, opts.lm_head);
   }
   return std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                        std::move(lm_head));

@@ -67,6 +67,9 @@ class Transformer {
   void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) const;
 
   void set_activation_observer(ActivationObserver obs) { observer_ = std::move(obs); }
+  /// Keeps an object (e.g. the memory-mapped model file whose bytes packed weights borrow) alive as long as
+  /// the model.
+  void set_keep_alive(std::shared_ptr<const void> k) { keep_alive_ = std::move(k); }
 
   /// Routes forward() to an accelerator backend (nullptr: back to the CPU). The activation observer is not
   /// called on a backend.
@@ -106,6 +109,7 @@ class Transformer {
   std::unique_ptr<Linear> lm_head_;
   std::vector<float> inv_freq_;  ///< [head_dim / 2] RoPE inverse frequencies, float32 as HF computes them
   ActivationObserver observer_;
+  std::shared_ptr<const void> keep_alive_;
   std::shared_ptr<ForwardBackend> backend_;
   std::shared_ptr<const TensorParallelPlan> tp_;
   std::shared_ptr<Communicator> comm_;

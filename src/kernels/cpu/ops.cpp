@@ -3,7 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/parallel.h"
+#include "kernels/cpu/dispatch.h"
+
 namespace tritium::cpu {
+
+// quantize_avx512.cpp
+void quantize_row_absmax_i8_avx512(const float* xr, int64_t K, int8_t* qr, float* inv_scale);
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t M, int64_t D, float eps) {
   for (int64_t m = 0; m < M; ++m) {
@@ -60,18 +66,28 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void quantize_rows_absmax_i8(const float* x, int64_t M, int64_t K, int8_t* q, float* inv_scale) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * K;
-    float amax = 0.0f;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(xr[k]));
-    const float s = 127.0f / std::max(amax, 1e-5f);
-    int8_t* qr = q + m * K;
-    for (int64_t k = 0; k < K; ++k) {
-      const float r = std::nearbyint(xr[k] * s);
-      qr[k] = static_cast<int8_t>(std::clamp(r, -128.0f, 127.0f));
+  const bool avx512 = cpu_kernel_path() == KernelPath::kAvx512;
+  auto rows = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* xr = x + m * K;
+      int8_t* qr = q + m * K;
+      if (avx512) {
+        quantize_row_absmax_i8_avx512(xr, K, qr, inv_scale + m);
+        continue;
+      }
+      float amax = 0.0f;
+      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(xr[k]));
+      const float s = 127.0f / std::max(amax, 1e-5f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float r = std::nearbyint(xr[k] * s);
+        qr[k] = static_cast<int8_t>(std::clamp(r, -128.0f, 127.0f));
+      }
+      inv_scale[m] = 1.0f / s;
     }
-    inv_scale[m] = 1.0f / s;
-  }
+  };
+  // Rows are independent; split them over threads only when there are enough of them to pay for it.
+  if (M >= 8) parallel_for(M, 4, rows);
+  else rows(0, M);
 }
 
 }  // namespace tritium::cpu
