@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Reuse compiled objects across checkouts in different folders (CI clones into a new one each time).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)} CCACHE_NOHASHDIR=1
 export TRITIUM_TEST_DATA=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
 # The CUDA backend is compiled (sm_90 only) when nvcc is present; its tests skip without a GPU.
 if [ -z "${TRITIUM_CUDA:-}" ]; then
