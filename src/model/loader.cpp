@@ -241,21 +241,15 @@ std::unique_ptr<Transformer> load_transformer(const std::string& dir, const Load
       L.ffn_sub_norm = load_vec(ws, p + "mlp.ffn_sub_norm.weight", I);
     }
     if (c.bitnet_quant) {
-      std::vector<Ternary> qkv;
-      qkv.push_back(load_ternary(ws, c, p + "self_attn.q_proj", qd, H));
-      qkv.push_back(load_ternary(ws, c, p + "self_attn.k_proj", kvd, H));
-      qkv.push_back(load_ternary(ws, c, p + "self_attn.v_proj", kvd, H));
-      L.qkv = fuse_ternary(std::move(qkv), H, opts.ternary_format);
-      std::vector<Ternary> o;
-      o.push_back(load_ternary(ws, c, p + "self_attn.o_proj", H, qd));
-      L.o = fuse_ternary(std::move(o), qd, opts.ternary_format);
-      std::vector<Ternary> gu;
-      gu.push_back(load_ternary(ws, c, p + "mlp.gate_proj", I, H));
-      gu.push_back(load_ternary(ws, c, p + "mlp.up_proj", I, H));
-      L.gate_up = fuse_ternary(std::move(gu), H, opts.ternary_format);
-      std::vector<Ternary> d;
-      d.push_back(load_ternary(ws, c, p + "mlp.down_proj", H, I));
-      L.down = fuse_ternary(std::move(d), I, opts.ternary_format);
+      auto ternary = [&](const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) {
+        std::vector<Ternary> ts;
+        for (const auto& [prefix, rows] : parts) ts.push_back(load_ternary(ws, c, p + prefix, rows, in));
+        return fuse_ternary(std::move(ts), in, opts.ternary_format);
+      };
+      L.qkv = ternary({{"self_attn.q_proj", qd}, {"self_attn.k_proj", kvd}, {"self_attn.v_proj", kvd}}, H);
+      L.o = ternary({{"self_attn.o_proj", H}}, qd);
+      L.gate_up = ternary({{"mlp.gate_proj", I}, {"mlp.up_proj", I}}, H);
+      L.down = ternary({{"mlp.down_proj", H}}, I);
     } else {
       L.qkv = fuse_float(ws, {{p + "self_attn.q_proj", qd}, {p + "self_attn.k_proj", kvd}, {p + "self_attn.v_proj", kvd}},
                          H, c.qkv_bias, opts);
