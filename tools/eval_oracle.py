@@ -64,10 +64,10 @@ def build_requests(task, doc):
 
 
 class Oracle:
-    def __init__(self, model_dir, device, add_bos):
+    def __init__(self, model_dir, device, add_bos, dtype=torch.float32):
         self.tok = transformers.AutoTokenizer.from_pretrained(model_dir)
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=torch.float32, attn_implementation="eager").to(device).eval()
+            model_dir, dtype=dtype, attn_implementation="eager").to(device).eval()
         self.device = device
         self.add_bos = add_bos
         self.max_length = self.model.config.max_position_embeddings
@@ -89,7 +89,9 @@ class Oracle:
         full = (ctx + cont)[-(self.max_length + 1):]
         inp = full[:-1]
         x = torch.tensor([inp], device=self.device)
-        logits = self.model(x).logits[0].float()
+        logits = self.model(x).logits[0]
+        if logits.dtype != torch.float64:
+            logits = logits.float()
         lp = F.log_softmax(logits, dim=-1)
         n = len(cont)
         sel = lp[len(inp) - n:len(inp)]
@@ -132,16 +134,24 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--add-bos", action="store_true")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                    help="compute dtype (float64: a reference without float32 rounding, to measure how far float32 "
+                         "implementations of the same model can drift apart)")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     ap.add_argument("--rolling-text", default=None, help="also score this text with loglikelihood_rolling")
     ap.add_argument("--rolling-chars", type=int, default=0, help="use only the first N characters")
     args = ap.parse_args()
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = getattr(torch, args.dtype)
     out = {"transformers": transformers.__version__, "torch": torch.__version__, "device": args.device,
+           "dtype": args.dtype,
            "add_bos": args.add_bos, "limit": args.limit, "models": {}}
     for mdir in args.model:
         name = os.path.basename(os.path.normpath(mdir))
         t0 = time.time()
-        o = Oracle(mdir, args.device, args.add_bos)
+        o = Oracle(mdir, args.device, args.add_bos, dtype)
         mres = {"max_length": o.max_length, "tasks": {}}
         for task in args.tasks.split(","):
             docs = load_docs(args.data, task, args.limit)

@@ -83,16 +83,22 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     backend_->forward(batch, cache, logits);
     return;
   }
+  TRITIUM_CHECK(!tp_ || comm_, "forward: tensor-parallel shard without a communicator (CPU forward)");
   // Embedding lookup.
   std::vector<float> x(static_cast<size_t>(M * Hd));
   {
+    // Tensor parallel: vocabulary-parallel lookup (a rank fills only the tokens of its vocabulary slice, zeros
+    // elsewhere, and the all-reduce sums the ranks' rows; exactly one rank contributes to each row).
+    const Range voc = tp_ ? split_range(V, tp_->world, tp_->rank) : Range{0, V};
     int64_t r = 0;
     for (const auto& ch : batch)
       for (int32_t tok : ch.tokens) {
         TRITIUM_CHECK(tok >= 0 && tok < V, "forward: token id {} outside the vocabulary of {}", tok, V);
-        std::memcpy(&x[r * Hd], embed_->data() + static_cast<size_t>(tok) * Hd, sizeof(float) * Hd);
+        if (tok >= voc.begin && tok < voc.end)
+          std::memcpy(&x[r * Hd], embed_->data() + static_cast<size_t>(tok) * Hd, sizeof(float) * Hd);
         ++r;
       }
+    if (tp_) comm_->all_reduce_sum(x.data(), M * Hd);
   }
   // RoPE tables per row.
   const int half = c.head_dim / 2;
@@ -124,7 +130,6 @@ void Transformer::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));
   std::vector<float> proj(static_cast<size_t>(M * Hd));
   std::vector<float> full_in;  // tensor parallel, gather mode: the all-gathered input of o / down
-  TRITIUM_CHECK(!tp_ || comm_, "forward: tensor-parallel shard without a communicator (CPU forward)");
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];

@@ -9,7 +9,8 @@
 //    without BitNet sub-norms; otherwise (BitNet: the sub-norm and the int8 absmax of the activations span the
 //    full row) the input is all-gathered and o/down run replicated, which keeps TP bit-identical to TP=1;
 //  - lm_head is vocabulary-parallel: each rank computes the logits of its vocabulary slice, then all-gather.
-//  - the embedding table is replicated (a lookup reads only the batch's rows).
+//  - the embedding is vocabulary-parallel: a rank looks up only the tokens of its vocabulary slice (zeros for the
+//    others) and an all-reduce sums the rows; the GPU backend keeps only that slice in device memory.
 #pragma once
 
 #include <cstdint>

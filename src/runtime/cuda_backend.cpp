@@ -112,7 +112,8 @@ class CudaBackend final : public ForwardBackend {
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
   DeviceArena weights_;
-  const float* embed_ = nullptr;
+  const float* embed_ = nullptr;           // [vocab_end_ - vocab_begin_, hidden] (the rank's slice under TP)
+  int vocab_begin_ = 0, vocab_end_ = 0;
   const float* final_norm_ = nullptr;
   const float *cos_ = nullptr, *sin_ = nullptr;
   std::vector<DevLayer> layers_;
@@ -214,7 +215,15 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
   check(cudaMalloc(&blas_ws_, ws_bytes), "cudaMalloc (cuBLAS workspace)");
   check_blas(cublasSetWorkspace(blas_, blas_ws_, ws_bytes), "cublasSetWorkspace");
 
-  embed_ = weights_.upload(model.embedding().data(), model.embedding().size());
+  if (tp_) {  // vocabulary-parallel embedding: the rank's rows only, summed over ranks by an all-reduce
+    const Range voc = split_range(c_.vocab_size, tp_->world, tp_->rank);
+    vocab_begin_ = static_cast<int>(voc.begin);
+    vocab_end_ = static_cast<int>(voc.end);
+    embed_ = weights_.upload(model.embedding().data() + voc.begin * c_.hidden_size,
+                             static_cast<size_t>(voc.size()) * c_.hidden_size);
+  } else {
+    embed_ = weights_.upload(model.embedding().data(), model.embedding().size());
+  }
   final_norm_ = weights_.upload(model.final_norm().data(), model.final_norm().size());
   // RoPE tables exactly as the CPU forward computes them.
   const int half = c_.head_dim / 2;
@@ -243,7 +252,7 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
     layers_.push_back(d);
   }
   const auto* lm_f = dynamic_cast<const FloatLinear*>(&model.lm_head());
-  if (lm_f && !opts_.lm_head_bf16 && &lm_f->weight() == &model.embedding() && lm_f->bias().empty()) {
+  if (lm_f && !tp_ && !opts_.lm_head_bf16 && &lm_f->weight() == &model.embedding() && lm_f->bias().empty()) {
     lm_head_.kind = DevLinear::kF32;  // tied: share the embedding table
     lm_head_.n = c_.vocab_size;
     lm_head_.k = c_.hidden_size;
@@ -372,7 +381,12 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   (void)S;
   const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int qkvw = qd + 2 * kvd;
-  cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
+  if (!tp_) {
+    cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
+  } else {
+    cuda::embedding_vocab_slice(embed_, vocab_begin_, vocab_end_, tok_d_, M, Hd, x_, stream_);
+    opts_.tp_comm->all_reduce_sum(x_, static_cast<size_t>(M) * Hd, stream_);
+  }
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);

@@ -61,6 +61,12 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 /// x[r, :] = table[tokens[r], :] for r < rows; table float [vocab, D].
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
 
+/// Vocabulary-parallel lookup: table holds rows [vbegin, vend) of the embedding ([vend - vbegin, D] float);
+/// x[r, :] = table[tokens[r] - vbegin, :] when the token falls in the slice, else zeros (the ranks' results are
+/// then summed by an all-reduce: exactly one rank contributes a nonzero row).
+void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
+                           cudaStream_t stream);
+
 /// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
 /// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
 /// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table

@@ -86,10 +86,16 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
 }
 
 __global__ void embedding_kernel(const float* __restrict__ table, const int32_t* __restrict__ tokens, int D,
-                                 float* __restrict__ x) {
+                                 int vbegin, int vend, float* __restrict__ x) {
   const int r = blockIdx.x;
-  const float* src = table + static_cast<int64_t>(tokens[r]) * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) x[static_cast<int64_t>(r) * D + d] = src[d];
+  const int tok = tokens[r];
+  float* dst = x + static_cast<int64_t>(r) * D;
+  if (tok < vbegin || tok >= vend) {  // another rank's vocabulary slice: contributes zeros to the all-reduce
+    for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = 0.0f;
+    return;
+  }
+  const float* src = table + static_cast<int64_t>(tok - vbegin) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
 }
 
 __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, const float* __restrict__ cos_t,
@@ -186,8 +192,15 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream) {
   if (rows <= 0) return;
-  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, x);
+  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, 0, INT32_MAX, x);
   check_launch("embedding");
+}
+
+void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
+                           cudaStream_t stream) {
+  if (rows <= 0) return;
+  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, vbegin, vend, x);
+  check_launch("embedding_vocab_slice");
 }
 
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
