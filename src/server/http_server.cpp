@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <random>
 
@@ -57,6 +59,13 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
   svr_.set_keep_alive_timeout(5);
   svr_.set_read_timeout(30);
   svr_.set_write_timeout(30);
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's shared library):
+  // a burst of more simultaneous connects than that can be reset by the kernel (cpp-httplib issue #1675). We
+  // record the listening socket here (keeping the library's default options) and enlarge its backlog in bind().
+  svr_.set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = static_cast<int>(sock);
+  });
 
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!cfg_.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
@@ -156,6 +165,8 @@ int OpenAIServer::bind() {
     if (!svr_.bind_to_port(cfg_.host, cfg_.port)) fail("serve: cannot bind {}:{} (address in use?)", cfg_.host, cfg_.port);
     port_ = cfg_.port;
   }
+  // A second listen() on a listening socket updates its backlog (Linux); capped by net.core.somaxconn.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 4096);
   return port_;
 }
 

@@ -62,6 +62,7 @@ class OpenAIServer {
   std::optional<ChatTemplate> template_;
   ProtocolContext ctx_;
   ServerConfig cfg_;
+  int listen_fd_ = -1;  ///< the listening socket (recorded by the socket-options callback)
   httplib::Server svr_;
   std::thread thread_;
   int port_ = 0;
