@@ -1,6 +1,7 @@
 // tritium eval against the Hugging Face transformers oracle (tools/eval_oracle.py run on a GPU machine,
 // shrunk into tests/data/eval/oracle_golden.json by tools/make_eval_golden.py): per-example loglikelihoods
-// within 1e-3 and equal accuracies on the first documents of every task, for tiny-qwen2 and tiny-bitnet; and
+// within 1e-3 and equal accuracies on the first documents of every task for tiny-qwen2, statistical bounds for
+// tiny-bitnet (see TinyBitnetWithinTransformersOwnSpread); and
 // the rolling (lm-eval loglikelihood_rolling) loglikelihood of a 12,000-character text.
 // The CI run checks the first few documents of each task (ASan: fewer); TRITIUM_EVAL_FULL=1 checks all 200.
 #include <gtest/gtest.h>
@@ -188,4 +189,49 @@ TEST(EvalOracle, TinyBitnetMatchesTransformers) {
 TEST(EvalOracle, TinyQwen2MatchesTransformers) {
   REQUIRE_SHARED_DATA(shared);
   check_model("tiny-qwen2", shared + "/models/tiny-qwen2", shared + "/data/eval", {1e-3, 1e-3, true});
+}
+
+// BitNet: how far is "far" from the oracle? tests/data/eval/oracle_bitnet_spread.json holds transformers' own
+// loglikelihoods for tiny-bitnet computed in float32 on the CPU (and float64 on CPU and GPU), next to the golden
+// float32-on-GPU run. Two float32 runs of transformers itself differ by a mean 0.03-0.09 nats per request (the
+// per-token int8 activation rounding amplifies last-bit differences), so the 1e-3 cannot hold for any
+// float32 implementation of this model. What must hold: tritium's deviation from the golden run is of the same
+// size as transformers' deviation from itself (pooled mean within 1.5x over the first 40 documents of three tasks).
+TEST(EvalOracle, TinyBitnetWithinTransformersOwnSpread) {
+  REQUIRE_SHARED_DATA(shared);
+  if (test::under_sanitizer()) GTEST_SKIP() << "Release-only (about 500 scored requests)";
+  std::ifstream in(test::data_dir() + "/eval/oracle_bitnet_spread.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json spread = nlohmann::json::parse(in);
+  const nlohmann::json g = golden()["models"]["tiny-bitnet"];
+  auto model = load_transformer(test::bundled_model());
+  auto tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+  const int n = 40;
+  double dev_tritium = 0, dev_hf = 0, dev_hf64 = 0;
+  int64_t requests = 0;
+  for (const std::string task : {"piqa", "arc_easy", "lambada_openai"}) {
+    const auto docs = load_task_docs(task, shared + "/data/eval/" + task + ".jsonl", n);
+    const TaskResult r = evaluate_task(*model, *tok, task, docs, EvalOptions{});
+    for (int i = 0; i < n; ++i) {
+      const auto ref = g["tasks"][task]["ll"][i].get<std::vector<double>>();
+      const auto hf32 = spread["tasks"][task]["cpu_float32"][i].get<std::vector<double>>();
+      const auto hf64 = spread["tasks"][task]["gpu_float64"][i].get<std::vector<double>>();
+      ASSERT_EQ(r.ll[i].size(), ref.size());
+      ASSERT_EQ(hf32.size(), ref.size());
+      for (size_t k = 0; k < ref.size(); ++k) {
+        dev_tritium += std::fabs(r.ll[i][k] - ref[k]);
+        dev_hf += std::fabs(hf32[k] - ref[k]);
+        dev_hf64 += std::fabs(hf64[k] - ref[k]);
+        ++requests;
+      }
+    }
+  }
+  dev_tritium /= static_cast<double>(requests);
+  dev_hf /= static_cast<double>(requests);
+  dev_hf64 /= static_cast<double>(requests);
+  std::printf("tiny-bitnet, %lld requests, mean |ll - transformers float32 GPU|: tritium %.4f, transformers float32 "
+              "CPU %.4f, transformers float64 GPU %.4f\n",
+              static_cast<long long>(requests), dev_tritium, dev_hf, dev_hf64);
+  EXPECT_GT(dev_hf, 1e-2);  // the golden files really disagree with each other (else this test proves nothing)
+  EXPECT_LE(dev_tritium, 1.5 * dev_hf);
 }
