@@ -232,3 +232,18 @@ TEST(TensorParallel, TinyQwen2WithinTolerance) {
   auto m = load_transformer(shared + "/models/tiny-qwen2");
   EXPECT_LT(compare(*m, 2, some_prompt(40, m->vocab_size(), 8), 16, false), 1e-5);
 }
+
+// int8 projections (LLM.int8() with its fp16 outlier copy, and per-tensor absmax) are column-parallel with their
+// scales; o/down run replicated (gather mode), so every output row is computed exactly as unsharded.
+TEST(TensorParallel, TinyQwen2Int8BitIdentical) {
+  REQUIRE_SHARED_DATA(shared);
+  OneThread one;
+  for (const char* method : {"llm-int8", "int8-absmax"}) {
+    SCOPED_TRACE(method);
+    LoadOptions lo;
+    lo.quant = method;
+    auto m = load_transformer(shared + "/models/tiny-qwen2", lo);
+    EXPECT_TRUE(make_tp_plan(*m, 0, 2).gather_mode);
+    compare(*m, 2, some_prompt(40, m->vocab_size(), 9), 12, true);
+  }
+}

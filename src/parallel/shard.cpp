@@ -65,7 +65,26 @@ std::unique_ptr<Linear> slice_linear_rows(const Linear& lin, const std::vector<R
     out->set_bias(take_rows(t->bias(), 1, ranges));
     return out;
   }
-  fail("tensor parallel: projection format '{}' is not partitioned (float and ternary only)", lin.format_name());
+  if (const auto* q = dynamic_cast<const Int8LinearLayer*>(&lin)) {
+    // int8 (LLM.int8() family): codes, per-row scales, row sums and the fp16 copy follow the rows; per-tensor
+    // scales and zero points are shared. Activation statistics are taken from the (replicated) input, so each
+    // output row is computed exactly as in the unsharded layer.
+    const Int8Linear& impl = q->impl();
+    const Int8Weight& w = impl.weight();
+    Int8Weight s;
+    s.method = w.method;
+    s.n = n;
+    s.k = K;
+    s.zero = w.zero;
+    s.scale = w.scale.size() == 1 ? w.scale : take_rows(w.scale, 1, ranges);
+    for (const Range& r : ranges) {
+      s.q.insert(s.q.end(), w.q.begin() + r.begin * K, w.q.begin() + r.end * K);
+      if (!w.row_sum.empty()) s.row_sum.insert(s.row_sum.end(), w.row_sum.begin() + r.begin, w.row_sum.begin() + r.end);
+      if (!w.f16.empty()) s.f16.insert(s.f16.end(), w.f16.begin() + r.begin * K, w.f16.begin() + r.end * K);
+    }
+    return std::make_unique<Int8LinearLayer>(Int8Linear(std::move(s), take_rows(impl.bias(), 1, ranges), impl.options()));
+  }
+  fail("tensor parallel: projection format '{}' is not partitioned (float, ternary and int8 only)", lin.format_name());
 }
 
 std::unique_ptr<Linear> slice_linear_cols(const Linear& lin, Range cols, bool keep_bias) {

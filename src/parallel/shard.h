@@ -20,7 +20,8 @@ TensorParallelPlan make_tp_plan(const Transformer& full, int rank, int world);
 /// split along K (float, rank 0 keeps any bias) or replicated (gather mode), lm_head holding the rank's vocabulary
 /// rows, and the embedding shared with `full`. The shard carries the plan and `comm` (may be null for a GPU
 /// backend that brings its own collectives): its CPU forward() calls the collectives and returns full logits.
-/// Throws tritium::Error for int8 (LLM.int8() family) projections, which are not partitioned.
+/// int8 (LLM.int8() family) projections are column-parallel like the others; models with them run o/down in
+/// gather mode (replicated), since per-token activation scales span the whole row.
 std::unique_ptr<Transformer> shard_transformer(const Transformer& full, int rank, int world,
                                                std::shared_ptr<Communicator> comm);
 
