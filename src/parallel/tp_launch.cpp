@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/shard.h"
 
@@ -102,15 +103,18 @@ class LeaderBackend final : public ForwardBackend {
   std::vector<int32_t> wire_;
 };
 
-[[noreturn]] void worker_main(const Transformer& full, int rank, int world, const CudaOptions& base) {
+/// A worker rank: its shard on GPU `device`, then the loop of broadcast batches until the stop message.
+/// `mpi`: the process was started by mpirun (finalize MPI before leaving).
+[[noreturn]] void worker_main(const Transformer& full, int rank, int world, const CudaOptions& base, int device,
+                              bool mpi) {
   int code = 0;
   try {
     const char* id = std::getenv("TRITIUM_TP_NCCL_ID");
     TRITIUM_CHECK(id, "tensor parallel worker: TRITIUM_TP_NCCL_ID is not set");
     auto shard = shard_transformer(full, rank, world, nullptr);
-    auto comm = std::make_shared<NcclComm>(id, rank, world, base.device + rank);
+    auto comm = std::make_shared<NcclComm>(id, rank, world, device);
     CudaOptions co = base;
-    co.device = base.device + rank;
+    co.device = device;
     co.tp_comm = comm;
     co.copy_logits = false;
     shard->set_backend(make_cuda_backend(*shard, co));
@@ -126,6 +130,7 @@ class LeaderBackend final : public ForwardBackend {
         // gone; the process exit releases the GPU.
         std::fflush(stdout);
         std::fflush(stderr);
+        if (mpi) mpi_finalize();
         std::_Exit(0);
       }
       wire.resize(static_cast<size_t>(hdr[1]));
@@ -142,6 +147,7 @@ class LeaderBackend final : public ForwardBackend {
     code = 1;
   }
   std::fflush(stderr);
+  if (mpi) mpi_finalize();
   std::_Exit(code);
 }
 
@@ -162,6 +168,43 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
+/// Rank 0's shard on GPU `device`, joined to the NCCL group `id`, wrapped in the broadcasting LeaderBackend.
+std::unique_ptr<Transformer> make_leader(const Transformer& full, int world, const std::string& id, const CudaOptions& cuda,
+                                         int device, std::vector<pid_t> workers) {
+  auto shard = shard_transformer(full, 0, world, nullptr);
+  auto comm = std::make_shared<NcclComm>(id, 0, world, device);
+  CudaOptions co = cuda;
+  co.device = device;
+  co.tp_comm = comm;
+  co.copy_logits = true;
+  auto inner = make_cuda_backend(*shard, co);
+  shard->set_backend(std::make_shared<LeaderBackend>(std::move(inner), comm, std::move(workers)));
+  return shard;
+}
+
+/// Multi-node path: every process was started by mpirun with the same command line. Rank and world come from
+/// MPI, rank 0 creates the NCCL id and MPI_Bcast's it, each process takes GPU (first device + local rank).
+std::unique_ptr<Transformer> start_under_mpi(const Transformer& full, int world, const CudaOptions& cuda) {
+  TRITIUM_CHECK(mpi_available(),
+                "--tensor-parallel {} under mpirun: this build has no MPI support (install libopenmpi-dev, rebuild)",
+                world);
+  const MpiWorld mw = mpi_init();
+  TRITIUM_CHECK(mw.size == world,
+                "--tensor-parallel {} under mpirun with {} processes: start exactly one process per rank (mpirun -np {})",
+                world, mw.size, world);
+  (void)make_tp_plan(full, mw.rank, world);  // the clear error on every rank before any collective
+  const int device = cuda.device + mw.local_rank;
+  TRITIUM_CHECK(device < cuda_device_count(), "tensor parallel rank {} (local rank {}): no CUDA device {} on this host",
+                mw.rank, mw.local_rank, device);
+  std::string id = mw.rank == 0 ? NcclComm::new_unique_id_hex() : std::string();
+  mpi_broadcast_string(id, 0);
+  if (mw.rank > 0) {
+    setenv("TRITIUM_TP_NCCL_ID", id.c_str(), 1);
+    worker_main(full, mw.rank, world, cuda, device, true);
+  }
+  return make_leader(full, world, id, cuda, device, {});
+}
+
 }  // namespace
 
 bool is_tensor_parallel_worker() { return env_int("TRITIUM_TP_RANK", 0) > 0; }
@@ -179,8 +222,9 @@ std::unique_ptr<Transformer> start_tensor_parallel(const Transformer& full, int 
                    w, world);
       std::_Exit(1);
     }
-    worker_main(full, rank, world, cuda);
+    worker_main(full, rank, world, cuda, cuda.device + rank, false);
   }
+  if (launched_by_mpi()) return start_under_mpi(full, world, cuda);
   const int have = cuda_device_count();
   TRITIUM_CHECK(cuda.device + world <= have, "--tensor-parallel {} on cuda:{}: needs {} GPUs from cuda:{}, found {}",
                 world, cuda.device, world, cuda.device, have);
@@ -211,14 +255,7 @@ std::unique_ptr<Transformer> start_tensor_parallel(const Transformer& full, int 
     workers.push_back(pid);
   }
   try {
-    auto shard = shard_transformer(full, 0, world, nullptr);
-    auto comm = std::make_shared<NcclComm>(id, 0, world, cuda.device);
-    CudaOptions co = cuda;
-    co.tp_comm = comm;
-    co.copy_logits = true;
-    auto inner = make_cuda_backend(*shard, co);
-    shard->set_backend(std::make_shared<LeaderBackend>(std::move(inner), comm, workers));
-    return shard;
+    return make_leader(full, world, id, cuda, cuda.device, workers);
   } catch (...) {
     for (pid_t p : workers) kill(p, SIGKILL);
     for (pid_t p : workers) waitpid(p, nullptr, 0);

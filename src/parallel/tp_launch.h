@@ -10,8 +10,9 @@
 // dies (PR_SET_PDEATHSIG). NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 are
 // set in the environment when absent, so NVLink multicast stays off in every rank.
 //
-// Multi-node runs take the same path with the id distributed by MPI (docs/tensor_parallel.md); this build
-// bootstraps one host only.
+// Under mpirun (parallel/mpi_comm.h, builds with MPI) nothing is forked: every process runs the same command,
+// rank / world / local rank come from MPI, rank 0's NCCL id is broadcast with MPI_Bcast, and each process uses GPU
+// (first device + local rank) — one process per GPU on any number of hosts (docs/tensor_parallel.md).
 #pragma once
 
 #include <memory>
