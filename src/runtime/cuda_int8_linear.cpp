@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/error.h"
 #include "kernels/cpu/int8_gemm.h"
@@ -120,7 +121,8 @@ void Int8Workspace::gemm(const int8_t* w, int np, int kp, const int8_t* xq, int 
   TRITIUM_CHECK(np % 16 == 0 && kp % 16 == 0 && ldc % 4 == 0 && ldc >= np,
                 "int8 GEMM: np {} and kp {} must be multiples of 16, ldc {} a multiple of 4 >= np", np, kp, ldc);
   if (M <= 0) return;
-  if (kind == 0) kind = M <= kDp4aMaxRows ? 1 : 2;
+  const bool automatic = kind == 0;
+  if (kind == 0) kind = M <= kDp4aMaxRows || lt_unavailable_ ? 1 : 2;
   if (kind == 1) {
     int8_gemv_dp4a(w, np, kp, xq, M, acc, ldc, stream);
     return;
@@ -129,7 +131,7 @@ void Int8Workspace::gemm(const int8_t* w, int np, int kp, const int8_t* xq, int 
   // columns of the product come from scratch rows past M of xq and land in scratch rows of acc).
   const int Mp = round_up16(M);
   auto& plan = plans_[{np, kp, Mp, ldc}];
-  if (!plan) {
+  if (!plan) try {
     auto p = std::make_unique<LtPlan>();
     check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
     const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
@@ -152,6 +154,14 @@ void Int8Workspace::gemm(const int8_t* w, int np, int kp, const int8_t* xq, int 
     TRITIUM_CHECK(found > 0, "cuBLASLt: no int8 algorithm for {}x{}x{} (M x N x K)", Mp, np, kp);
     p->algo = res.algo;
     plan = std::move(p);
+  } catch (const Error& e) {
+    plans_.erase({np, kp, Mp, ldc});
+    if (!automatic) throw;
+    // The dp4a kernel computes the same exact integers: fall back to it for good (said once on stderr).
+    std::fprintf(stderr, "warning: %s; int8 GEMMs use the dp4a kernel instead\n", e.what());
+    lt_unavailable_ = true;
+    int8_gemv_dp4a(w, np, kp, xq, M, acc, ldc, stream);
+    return;
   }
   const int32_t one = 1, zero = 0;
   check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(lt_), plan->desc, &one, w, plan->a, xq, plan->b, &zero, acc,

@@ -58,6 +58,7 @@ class Int8Workspace {
   std::vector<void*> ptrs_;
   Int8ActBuffers act_;
   int32_t* acc_ = nullptr;
+  bool lt_unavailable_ = false;  // cuBLASLt found no int8 algorithm once: automatic choice stays on dp4a
   void* lt_ = nullptr;  // cublasLtHandle_t
   void* lt_ws_ = nullptr;
   size_t lt_ws_bytes_ = size_t{32} << 20;

@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads) request_kernel(const int32_t* __rest
     int any = 0;
     for (int w = threadIdx.x; w < kw; w += kThreads) {
       uint32_t v = 0;
+#pragma unroll 8
       for (int r = m; r < e; ++r) v |= mask[static_cast<int64_t>(r) * kw + w];
       mask[static_cast<int64_t>(m) * kw + w] = v;
       if (v) {
