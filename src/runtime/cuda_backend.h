@@ -1,7 +1,8 @@
 // tritium runtime: the CUDA backend — the whole transformer forward on an NVIDIA GPU.
 //
 // make_cuda_backend() copies a loaded Transformer's weights to the GPU (ternary projections repacked into the
-// tc2 layout of kernels/cuda/ternary_tc2.h, float projections as f32 for cuBLAS, lm_head as bf16 or f32) and
+// tc2 layout of kernels/cuda/ternary_tc2.h, float projections as f32 for cuBLAS, int8 projections and an int8 lm_head through runtime/cuda_int8_linear.h,
+// lm_head as bf16 or f32 otherwise) and
 // returns a ForwardBackend for Transformer::set_backend. forward() then takes the same BatchChunk batches as the
 // CPU path; the KV cache lives in device memory in the same paged layout, addressed by the same block tables
 // (attached to the host KvCache object, f32 only). Decode batches (every chunk one token, last logits) are
@@ -39,8 +40,8 @@ int cuda_device_count();
 std::string cuda_device_name(int device = 0);
 
 /// Uploads the model and returns the backend. Throws tritium::Error when CUDA is unavailable, the device is
-/// missing, or the model uses something the CUDA path does not support (a projection type other than ternary
-/// or float, head_dim other than 64 / 128).
+/// missing, or the model uses something the CUDA path does not support (a projection type other than ternary,
+/// float or int8, head_dim other than 64 / 128).
 std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer& model, const CudaOptions& opts = {});
 
 }  // namespace tritium
