@@ -11,6 +11,7 @@
 #include "kernels/cuda/ternary_tc2.h"
 #include "runtime/block_allocator.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_int8_bench.h"
 
 namespace tritium::cli {
 namespace {
@@ -18,17 +19,19 @@ namespace {
 struct CudaBenchArgs {
   ModelOptions model;
   bool kernels = false;
+  bool int8_kernels = false;
   std::vector<int> batches = {1, 16};
   int prompt = 32;
   int gen = 64;
   int reps = 3;
 };
 
-/// Bytes of weights the GPU reads per decode step: tc2 ternary projections + lm_head (bf16) .
+/// Bytes of weights the GPU reads per decode step: tc2 ternary / int8 / f32 projections + lm_head (bf16 or int8).
 double gpu_weight_bytes(const Transformer& m) {
   double b = 0;
   auto lin = [&](const Linear& l) {
     if (dynamic_cast<const TernaryLinear*>(&l)) b += static_cast<double>(cuda::Tc2Shape::of(l.out_features(), l.in_features()).bytes());
+    else if (dynamic_cast<const Int8LinearLayer*>(&l)) b += static_cast<double>(l.out_features() * l.in_features());
     else b += 4.0 * static_cast<double>(l.out_features() * l.in_features());
   };
   for (const auto& L : m.layers()) {
@@ -37,7 +40,8 @@ double gpu_weight_bytes(const Transformer& m) {
     lin(*L.gate_up);
     lin(*L.down);
   }
-  b += 2.0 * static_cast<double>(m.lm_head().out_features() * m.lm_head().in_features());
+  const double head = static_cast<double>(m.lm_head().out_features() * m.lm_head().in_features());
+  b += dynamic_cast<const Int8LinearLayer*>(&m.lm_head()) ? head : 2.0 * head;  // int8 codes or bf16
   return b;
 }
 
@@ -46,6 +50,7 @@ int run(CudaBenchArgs a) {
     CudaKernelBenchOptions ko;
     fmt::print("{}\n", cuda_kernel_bench(ko));
   }
+  if (a.int8_kernels) fmt::print("{}\n", cuda_int8_kernel_bench(CudaKernelBenchOptions{}));
   if (a.model.model_dir.empty()) return 0;
   a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
   LoadedModel lm = load_model(a.model, false);
@@ -113,6 +118,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   CLI::App* sub = app.add_subcommand("cuda-bench", "CUDA kernels vs cuBLAS bf16 and end-to-end GPU decode throughput");
   add_model_options(sub, a->model);
   sub->add_flag("--kernels", a->kernels, "time the kernels on the 2B4T shapes");
+  sub->add_flag("--int8-kernels", a->int8_kernels, "time the int8 GEMM / projections on Qwen2-1.5B shapes vs cuBLAS bf16");
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
   sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));

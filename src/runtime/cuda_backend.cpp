@@ -17,6 +17,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/ternary_tc2.h"
 #include "parallel/nccl_comm.h"
+#include "runtime/cuda_int8_linear.h"
 
 namespace tritium {
 namespace {
@@ -57,13 +58,14 @@ class DeviceArena {
 };
 
 struct DevLinear {
-  enum Kind { kTernary, kF32, kBF16 } kind = kF32;
+  enum Kind { kTernary, kF32, kBF16, kInt8 } kind = kF32;
   int n = 0, k = 0, np = 0, kp = 0;
   const uint32_t* w2 = nullptr;       // tc2 codes
   const float* wf = nullptr;          // f32 [n, k]
   const __nv_bfloat16* wb = nullptr;  // bf16 [n, k]
   const float* bias = nullptr;
   cuda::TernaryEpilogue seg;  // segment ends and scales (ternary)
+  std::shared_ptr<const cuda::CudaInt8Linear> i8;  // int8 (runtime/cuda_int8_linear.h)
 };
 
 struct DevLayer {
@@ -118,6 +120,7 @@ class CudaBackend final : public ForwardBackend {
   const float *cos_ = nullptr, *sin_ = nullptr;
   std::vector<DevLayer> layers_;
   DevLinear lm_head_;
+  std::unique_ptr<cuda::Int8Workspace> i8ws_;  // scratch of the int8 projections (created by the first one)
   int bt_width_ = 0;
   int max_kp_ = 0, max_n_ = 0;
 
@@ -183,6 +186,10 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
       d.wf = weights_.upload(f->weight().data(), f->weight().size());
     }
     if (!f->bias().empty()) d.bias = weights_.upload(f->bias().data(), f->bias().size());
+  } else if (const auto* q = dynamic_cast<const Int8LinearLayer*>(&lin)) {
+    if (!i8ws_) i8ws_ = std::make_unique<cuda::Int8Workspace>();
+    d.kind = DevLinear::kInt8;
+    d.i8 = std::make_shared<const cuda::CudaInt8Linear>(q->impl(), *i8ws_);
   } else {
     fail("CUDA backend: projection format '{}' is not supported on the GPU", lin.format_name());
   }
@@ -316,6 +323,7 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
   sel_ = ws_.alloc<float>(static_cast<size_t>(capO_) * Hd);
   selb_ = ws_.alloc<__nv_bfloat16>(static_cast<size_t>(capO_) * Hd);
   logits_ = ws_.alloc<float>(static_cast<size_t>(capO_) * c_.vocab_size);
+  if (i8ws_) i8ws_->ensure(capM_);
 }
 
 DevKv& CudaBackend::device_kv(KvCache& cache) {
@@ -350,6 +358,15 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
     ep.ldy = ldout;
     ep.add = add;
     cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+    return;
+  }
+  if (lin.kind == DevLinear::kInt8) {  // requests = sequences: row r of `in` belongs to seq_d_[row_map[r]]
+    const float* src = in;
+    if (norm_w || row_map || ldin != lin.k) {
+      cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, h_, nullptr, 0, nullptr, nullptr, stream_);
+      src = h_;
+    }
+    lin.i8->forward(src, lin.k, rows, seq_d_, row_map, out, ldout, add, *i8ws_, stream_);
     return;
   }
   const float one = 1.0f, zero = 0.0f;

@@ -1,11 +1,12 @@
 // tritium runtime: the CUDA backend — the whole transformer forward on an NVIDIA GPU.
 //
-// make_cuda_backend() copies a loaded Transformer's weights to the GPU (ternary projections repacked into the
-// tc2 layout of kernels/cuda/ternary_tc2.h, float projections as f32 for cuBLAS, lm_head as bf16 or f32) and
-// returns a ForwardBackend for Transformer::set_backend. forward() then takes the same BatchChunk batches as the
-// CPU path; the KV cache lives in device memory in the same paged layout, addressed by the same block tables
-// (attached to the host KvCache object, f32 only). Decode batches (every chunk one token, last logits) are
-// captured as a CUDA graph per (rows, sequences) shape and replayed.
+// make_cuda_backend() copies a loaded Transformer's weights to the GPU (ternary projections repacked into the tc2
+// layout of kernels/cuda/ternary_tc2.h, float projections as f32 for cuBLAS, int8 projections and an int8 lm_head
+// as runtime/cuda_int8_linear.h, a float lm_head as bf16 or f32) and returns a ForwardBackend for
+// Transformer::set_backend. forward() then takes the same BatchChunk batches as the CPU path; the KV cache lives in
+// device memory in the same paged layout, addressed by the same block tables (attached to the host KvCache object,
+// f32 only). Decode batches (every chunk one token, last logits) are captured as a CUDA graph per (rows, sequences)
+// shape and replayed.
 //
 // This header needs no CUDA headers; in a build without CUDA, cuda_device_count() returns 0 and
 // make_cuda_backend() throws.
@@ -39,8 +40,8 @@ int cuda_device_count();
 std::string cuda_device_name(int device = 0);
 
 /// Uploads the model and returns the backend. Throws tritium::Error when CUDA is unavailable, the device is
-/// missing, or the model uses something the CUDA path does not support (a projection type other than ternary
-/// or float, head_dim other than 64 / 128).
+/// missing, or the model uses something the CUDA path does not support (a projection type other than ternary,
+/// float or int8, head_dim other than 64 / 128).
 std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer& model, const CudaOptions& opts = {});
 
 }  // namespace tritium
