@@ -18,6 +18,8 @@ namespace {
 struct CudaBenchArgs {
   ModelOptions model;
   bool kernels = false;
+  std::vector<int> kernel_batches = {1, 4, 16, 512};
+  bool no_pdl = false;
   std::vector<int> batches = {1, 16};
   int prompt = 32;
   int gen = 64;
@@ -44,9 +46,11 @@ double gpu_weight_bytes(const Transformer& m) {
 int run(CudaBenchArgs a) {
   if (a.kernels) {
     CudaKernelBenchOptions ko;
+    ko.batches = a.kernel_batches;
     fmt::print("{}\n", cuda_kernel_bench(ko));
   }
   if (a.model.model_dir.empty()) return 0;
+  cuda_set_dependent_launch(!a.no_pdl);
   a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
   LoadedModel lm = load_model(a.model, false);
   const Transformer& model = *lm.model;
@@ -113,6 +117,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   CLI::App* sub = app.add_subcommand("cuda-bench", "CUDA kernels vs cuBLAS bf16 and end-to-end GPU decode throughput");
   add_model_options(sub, a->model);
   sub->add_flag("--kernels", a->kernels, "time the kernels on the 2B4T shapes");
+  sub->add_option("--kernel-batches", a->kernel_batches, "token counts of the kernel table")->delimiter(',');
+  sub->add_flag("--no-pdl", a->no_pdl, "end-to-end decode without programmatic dependent launch");
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
   sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -27,6 +28,8 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
   static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
   __shared__ float m_s[32], l_s[32];
   __shared__ float o_s[32][D];
+  pdl_trigger();
+  pdl_wait();
   const int r = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, grp = tid / 8, sub = tid % 8;
   const int kvh = h / (H / KVH), kvd = KVH * D;
@@ -121,16 +124,15 @@ void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int 
   dim3 grid(rows, H);
   switch (D) {
     case 64:
-      attention_kernel<64><<<grid, 256, 0, stream>>>(q, ldq, H, KVH, pos, seq, block_tables, bt_width, block_size,
-                                                     k_pool, v_pool, out, scale);
+      launch(attention_kernel<64>, grid, dim3(256), 0, stream, "attention_paged", q, ldq, H, KVH, pos, seq,
+             block_tables, bt_width, block_size, k_pool, v_pool, out, scale);
       break;
     case 128:
-      attention_kernel<128><<<grid, 256, 0, stream>>>(q, ldq, H, KVH, pos, seq, block_tables, bt_width,
-                                                      block_size, k_pool, v_pool, out, scale);
+      launch(attention_kernel<128>, grid, dim3(256), 0, stream, "attention_paged", q, ldq, H, KVH, pos, seq,
+             block_tables, bt_width, block_size, k_pool, v_pool, out, scale);
       break;
     default: check(cudaErrorInvalidValue, "attention_paged (head_dim must be 64 or 128)");
   }
-  check_launch("attention_paged");
 }
 
 }  // namespace tritium::cuda
