@@ -379,17 +379,21 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
 }
 
 void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
-  (void)S;
   const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int qkvw = qd + 2 * kvd;
   cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
-    cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
-                        bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
-    cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                          bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    if (M == S) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
+      cuda::attention_decode_rope(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
+                                  seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    } else {
+      cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
+      cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
+                            bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    }
     if (!tp_) {
       apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
     } else if (tp_->gather_mode) {  // o replicated over the all-gathered heads (BitNet: exact)

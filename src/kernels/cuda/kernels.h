@@ -75,6 +75,9 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 /// x[r, :] = table[tokens[r], :] for r < rows; table float [vocab, D].
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
 
+/// Metadata arrays (row_map, pos, seq, block_tables, tokens) are read before the programmatic-dependent-launch
+/// wait (launch.cuh): they must not be written by a kernel on the same stream (the backend copies them from the
+/// host before the forward).
 /// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
 /// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
 /// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
@@ -89,6 +92,15 @@ void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                      const float* k_pool, const float* v_pool, float* out, cudaStream_t stream);
+
+/// Decode rows only (each row the single new token of its own sequence, at position pos[r]): rope_kv_write
+/// followed by attention_paged in one kernel. qkv rows [rows, q_dim + 2 kv_dim] with stride ldq are read and
+/// left unrotated; the rotated k and the v of position pos[r] go into the pools as rope_kv_write writes them;
+/// out as attention_paged (the new position is added to the softmax last, so sums may differ in rounding).
+void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
+                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
+                           int bt_width, int block_size, float* k_pool, float* v_pool, float* out,
+                           cudaStream_t stream);
 
 /// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);

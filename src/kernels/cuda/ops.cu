@@ -136,9 +136,9 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
       if (i < n4) wv[j] = __ldg(reinterpret_cast<const float4*>(weight) + i);
     }
   }
+  const int src = row_map ? row_map[r] : r;  // metadata: not written by kernels
   pdl_trigger();
   pdl_wait();
-  const int src = row_map ? row_map[r] : r;
   const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(src) * ldx);
   float4 v[VPT];
 #pragma unroll
@@ -251,8 +251,6 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
                                const float* __restrict__ sin_t, const int32_t* __restrict__ pos,
                                const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs,
                                float* __restrict__ kpool, float* __restrict__ vpool) {
-  pdl_trigger();
-  pdl_wait();
   const int r = blockIdx.x, half = D / 2;
   const int qd = H * D, kvd = KVH * D;
   float* row = qkv + static_cast<int64_t>(r) * (qd + 2 * kvd);
@@ -260,6 +258,8 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
   const float* c = cos_t + static_cast<int64_t>(p) * half;
   const float* s = sin_t + static_cast<int64_t>(p) * half;
   const int64_t slot = (static_cast<int64_t>(bt[static_cast<int64_t>(seq[r]) * btw + p / bs]) * bs + p % bs) * kvd;
+  pdl_trigger();  // positions, tables and cos/sin above are not written by kernels
+  pdl_wait();
   for (int idx = threadIdx.x; idx < (H + KVH) * half; idx += blockDim.x) {
     const int hh = idx / half, i = idx % half;
     const bool is_k = hh >= H;

@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u * LPR;
-      const int cc = c < nch ? c : 0;  // out-of-range pieces carry code 0 (contribute nothing)
+      if (c >= nch) break;  // later pieces are out of range too (no work for the unused slots of U)
+      const int cc = c;
       const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
