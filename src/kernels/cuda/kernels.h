@@ -41,9 +41,9 @@ struct TernaryEpilogue {
 
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
 /// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
-/// kernel: 0 = automatic (3 for M <= 4; dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM
-/// otherwise), 1 = dp4a GEMV (M <= 16), 2 = int8 tensor-core GEMM (any M), 3 = dp4a GEMV with every weight piece
-/// of a lane loaded before the first use (M <= 4). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
+/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise),
+/// 1 = dp4a GEMV (M <= 16), 2 = int8 tensor-core GEMM (any M), 3 = dp4a GEMV with every weight piece of a lane
+/// loaded before the first use (M <= 4). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
 /// row; 0 = automatic. Throws tritium::Error on bad arguments.
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                     const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream, int kernel = 0,

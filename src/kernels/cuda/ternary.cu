@@ -237,8 +237,9 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   }
   // Measured on the H200 (bench/RESULTS.md): the dp4a GEMV wins up to 8 tokens everywhere and up to 16 on the
   // short matrices; the MMA GEMM wins above, and at 9..16 tokens on matrices of 8192 rows or more.
-  // Kernel 3 (all weight pieces in flight) for up to 4 tokens: predicted faster (bench/CUDA_NOTES.md, version 5).
-  if (kernel == 0) kernel = M <= 4 ? 3 : ((M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2);
+  // Kernel 3 (all weight pieces in flight) measured no faster than kernel 1 once unused piece slots are skipped
+  // (equal within noise at 1 token, up to 1.3x slower at 4 on 13824 rows: bench/CUDA_NOTES.md, version 6).
+  if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
   if (kernel == 1 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
   if (kernel == 3 && M > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel 3 takes at most 4 tokens)");
   if (kernel < 1 || kernel > 3) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
