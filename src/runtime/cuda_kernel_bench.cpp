@@ -83,9 +83,13 @@ double cuda_copy_bandwidth_gbs(int device) {
 
 std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   check(cudaSetDevice(o.device), "cudaSetDevice");
-  // Kernels timed one by one, without programmatic dependent launch (consecutive launches would overlap).
-  const bool pdl = cuda::dependent_launch();
-  cuda::set_dependent_launch(false);
+  // Kernels timed one by one, without programmatic dependent launch (consecutive launches would overlap);
+  // the setting is restored on every exit.
+  struct PdlOff {
+    bool was = cuda::dependent_launch();
+    PdlOff() { cuda::set_dependent_launch(false); }
+    ~PdlOff() { cuda::set_dependent_launch(was); }
+  } pdl_off;
   cudaStream_t st;
   check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
   cublasHandle_t blas;
@@ -243,7 +247,6 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   }
   cublasDestroy(blas);
   cudaStreamDestroy(st);
-  cuda::set_dependent_launch(pdl);
   return out;
 }
 

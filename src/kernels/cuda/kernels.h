@@ -75,9 +75,9 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 /// x[r, :] = table[tokens[r], :] for r < rows; table float [vocab, D].
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
 
-/// Metadata arrays (row_map, pos, seq, block_tables, tokens) are read before the programmatic-dependent-launch
-/// wait (launch.cuh): they must not be written by a kernel on the same stream (the backend copies them from the
-/// host before the forward).
+/// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
+/// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the
+/// backend copies them from the host before the forward).
 /// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
 /// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
 /// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
