@@ -107,7 +107,7 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
     const auto w = random_ternary(rng, sh.n, sh.k, 0.3);
     const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
     DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), sh.n, sh.k));
-    for (int M : {1, 2, 3, 5, 8, 13, 16, 17, 64, 100}) {
+    for (int M : {1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100}) {
       std::vector<int8_t> x(static_cast<size_t>(M) * sh.k), xp(static_cast<size_t>(M) * s.kp, 0);
       std::vector<int32_t> sum(M, 0), ref(static_cast<size_t>(M) * sh.n);
       for (int m = 0; m < M; ++m)
@@ -125,7 +125,10 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
       DevBuf<int8_t> dx(xp);
       DevBuf<int32_t> ds(sum);
       std::vector<std::pair<int, int>> variants = {{2, 0}};
-      if (M <= 16) variants.insert(variants.end(), {{1, 8}, {1, 16}});
+      for (int lpr : {8, 16}) {
+        if (M <= 16) variants.emplace_back(1, lpr);
+        if (M <= 4) variants.emplace_back(3, lpr);
+      }
       for (auto [kernel, lpr] : variants) {
         DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);
         cuda::ternary_matmul_i32(dw.p, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dx.p, ds.p, M, acc.p,
@@ -173,7 +176,8 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
 TEST(CudaKernels, NormQuantVsCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
-  for (auto [M, D] : std::vector<std::pair<int, int>>{{1, 1}, {3, 100}, {7, 2560}, {2, 6912}}) {
+  // D = 1 and 8200: the general kernel; the others the one-block-per-row vector kernel (ragged last float4s).
+  for (auto [M, D] : std::vector<std::pair<int, int>>{{1, 1}, {3, 100}, {7, 2560}, {2, 6912}, {1, 4100}, {2, 8200}}) {
     const int kp = (D + 63) / 64 * 64;
     auto x = random_floats(rng, static_cast<size_t>(M) * D, 3.0f);
     x[0] = 0.5f * 127.0f / 127.0f;  // a few exact halves appear after scaling in random data anyway
@@ -320,6 +324,172 @@ TEST(CudaKernels, GluEmbeddingBiasVsCpu) {
   cuda::bias_add(dtt.p, db.p, 3, 7, dy.p, true, nullptr);
   auto gy = dy.down();
   for (int i = 0; i < 21; ++i) ASSERT_EQ(gy[i], y0[i] + (t[i] + b[i % 7]));
+}
+
+// The fused GLU + RMSNorm + quantization equals glu() then cpu rms_norm + quantization (relu2: exactly; silu: the
+// same float operations as the two-kernel path, so equal to it), on ragged widths, with and without the norm.
+TEST(CudaKernels, GluNormQuantVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (auto [M, I] : std::vector<std::pair<int, int>>{{1, 4}, {3, 100}, {1, 6912}, {5, 1028}, {2, 333}, {1, 8196}}) {
+    const int kp = (I + 63) / 64 * 64;
+    const auto gu = random_floats(rng, static_cast<size_t>(M) * 2 * I, 2.0f);
+    const auto wt = random_floats(rng, I, 1.0f);
+    DevBuf<float> dgu(gu), dw(wt), act(static_cast<size_t>(M) * I), act2(static_cast<size_t>(M) * I), inv(M),
+        inv2(M);
+    DevBuf<int8_t> q(static_cast<size_t>(M) * kp), q2(static_cast<size_t>(M) * kp);
+    DevBuf<int32_t> sq(M), sq2(M);
+    for (bool relu2 : {true, false}) {
+      for (bool norm : {true, false}) {
+        const float* w = norm ? dw.p : nullptr;
+        cuda::glu_norm_quant(dgu.p, M, I, relu2, w, 1e-6f, act.p, q.p, kp, inv.p, sq.p, nullptr);
+        // Two-kernel path on the GPU.
+        cuda::glu(dgu.p, M, I, relu2, act2.p, nullptr);
+        cuda::norm_quant(act2.p, I, nullptr, w, M, I, 1e-6f, nullptr, q2.p, kp, inv2.p, sq2.p, nullptr);
+        const auto gq = q.down();
+        ASSERT_EQ(gq, q2.down()) << "M=" << M << " I=" << I << " relu2 " << relu2 << " norm " << norm;
+        ASSERT_EQ(inv.down(), inv2.down());
+        ASSERT_EQ(sq.down(), sq2.down());
+        if (!relu2) continue;
+        // CPU reference (relu2 GLU is exact; RMSNorm within rounding of the double sum, so compare q exactly only
+        // where no value sits within one ulp of a rounding boundary: in practice all).
+        std::vector<float> a(static_cast<size_t>(M) * I), y(a.size());
+        for (int m = 0; m < M; ++m) {
+          const float* g = &gu[static_cast<size_t>(m) * 2 * I];
+          cpu::relu2_mul(g, g + I, &a[static_cast<size_t>(m) * I], I);
+        }
+        if (norm) cpu::rms_norm(a.data(), wt.data(), y.data(), M, I, 1e-6f);
+        else y = a;
+        std::vector<int8_t> rq(static_cast<size_t>(M) * I);
+        std::vector<float> rinv(M);
+        cpu::quantize_rows_absmax_i8(y.data(), M, I, rq.data(), rinv.data());
+        const auto gs = sq.down();
+        for (int m = 0; m < M; ++m) {
+          int32_t sum = 0;
+          for (int d = 0; d < kp; ++d) {
+            const int want = d < I ? rq[static_cast<size_t>(m) * I + d] : 0;
+            ASSERT_EQ(gq[static_cast<size_t>(m) * kp + d], want) << m << "," << d << " I=" << I;
+            sum += want;
+          }
+          EXPECT_EQ(gs[m], sum);
+        }
+      }
+    }
+  }
+}
+
+// norm_quant reading rows through a row map (the lm_head's selected rows) equals the gathered rows.
+TEST(CudaKernels, NormQuantRowMap) {
+  REQUIRE_GPU();
+  std::mt19937 rng(4);
+  const int R = 6, D = 640, kp = 640;
+  const auto x = random_floats(rng, static_cast<size_t>(R) * D, 2.0f), wt = random_floats(rng, D);
+  std::vector<int32_t> map = {5, 0, 3};
+  std::vector<float> g;
+  for (int r : map) g.insert(g.end(), x.begin() + static_cast<size_t>(r) * D, x.begin() + static_cast<size_t>(r + 1) * D);
+  DevBuf<float> dx(x), dg(g), dw(wt), inv(3), inv2(3);
+  DevBuf<int32_t> dmap(map), sq(3), sq2(3);
+  DevBuf<int8_t> q(3 * kp), q2(3 * kp);
+  cuda::norm_quant(dx.p, D, dmap.p, dw.p, 3, D, 1e-5f, nullptr, q.p, kp, inv.p, sq.p, nullptr);
+  cuda::norm_quant(dg.p, D, nullptr, dw.p, 3, D, 1e-5f, nullptr, q2.p, kp, inv2.p, sq2.p, nullptr);
+  EXPECT_EQ(q.down(), q2.down());
+  EXPECT_EQ(inv.down(), inv2.down());
+  EXPECT_EQ(sq.down(), sq2.down());
+}
+
+// A chain of dependent kernels (norm + quantization -> ternary GEMV with residual add -> fused GLU norm -> ...) on
+// a stream with programmatic dependent launch, plain and captured in a graph, equals the same chain launched
+// ordinarily (no kernel may read its predecessor's output early).
+TEST(CudaKernels, DependentLaunchChainMatchesOrdinary) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const int D = 2560, I = 1024, n = 2 * I;
+  const auto s1 = cuda::Tc2Shape::of(n, D), s2 = cuda::Tc2Shape::of(D, I);
+  const auto w1 = random_ternary(rng, n, D), w2 = random_ternary(rng, D, I);
+  DevBuf<uint32_t> dw1(cuda::pack_tc2(w1.data(), n, D)), dw2(cuda::pack_tc2(w2.data(), D, I));
+  const auto x0 = random_floats(rng, D), nw = random_floats(rng, D), nw2 = random_floats(rng, I);
+  DevBuf<float> dnw(nw), dnw2(nw2);
+  cudaStream_t st;
+  cuda::check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  auto chain = [&](bool pdl, bool graph) {
+    cuda::set_dependent_launch(pdl);
+    DevBuf<float> x(x0), gu(n), act(I), inv(1);
+    DevBuf<int8_t> q(std::max(s1.kp, s2.kp));
+    DevBuf<int32_t> sq(1);
+    auto body = [&] {
+      for (int l = 0; l < 6; ++l) {
+        cuda::norm_quant(x.p, D, nullptr, dnw.p, 1, D, 1e-5f, nullptr, q.p, static_cast<int>(s1.kp), inv.p, sq.p, st);
+        cuda::TernaryEpilogue e1;
+        e1.y = gu.p, e1.ldy = n, e1.seg_end[0] = e1.seg_end[1] = e1.seg_end[2] = n, e1.seg_scale[0] = 0.01f;
+        cuda::ternary_matmul(dw1.p, n, static_cast<int>(s1.np), static_cast<int>(s1.kp), q.p, sq.p, inv.p, 1, e1, st);
+        cuda::glu_norm_quant(gu.p, 1, I, true, dnw2.p, 1e-5f, act.p, q.p, static_cast<int>(s2.kp), inv.p, sq.p, st);
+        cuda::TernaryEpilogue e2;
+        e2.y = x.p, e2.ldy = D, e2.add = true, e2.seg_end[0] = e2.seg_end[1] = e2.seg_end[2] = D;
+        e2.seg_scale[0] = 0.02f;
+        cuda::ternary_matmul(dw2.p, D, static_cast<int>(s2.np), static_cast<int>(s2.kp), q.p, sq.p, inv.p, 1, e2, st);
+      }
+    };
+    if (graph) {
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      cuda::check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+      body();
+      cuda::check(cudaStreamEndCapture(st, &g), "end capture");
+      cuda::check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+      cuda::check(cudaGraphLaunch(ge, st), "graph launch");
+      cuda::check(cudaStreamSynchronize(st), "sync");
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    } else {
+      body();
+      cuda::check(cudaStreamSynchronize(st), "sync");
+    }
+    return x.down();
+  };
+  const auto ref = chain(false, false);
+  EXPECT_EQ(chain(true, false), ref);
+  EXPECT_EQ(chain(true, true), ref);
+  cuda::set_dependent_launch(true);
+  cudaStreamDestroy(st);
+}
+
+// Fused decode attention (RoPE + KV write + attention) equals rope_kv_write then attention_paged: the KV pools
+// exactly, the output within 1e-6 relative (the new position enters the softmax last), for three sequences at
+// ragged positions (0, a block boundary, mid-block) over a shuffled block table, head_dim 64 and 128.
+TEST(CudaKernels, AttentionDecodeRopeMatchesUnfused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (int D : {64, 128}) {
+    const int H = 8, KVH = 2, bs = 16, nblocks = 24, maxpos = 128, half = D / 2, btw = 8;
+    const int qd = H * D, kvd = KVH * D, w = qd + 2 * kvd;
+    std::vector<float> ct(static_cast<size_t>(maxpos) * half), st(ct.size());
+    for (size_t i = 0; i < ct.size(); ++i) {
+      ct[i] = std::cos(0.013f * static_cast<float>(i));
+      st[i] = std::sin(0.013f * static_cast<float>(i));
+    }
+    std::vector<int32_t> blocks(nblocks);
+    for (int i = 0; i < nblocks; ++i) blocks[i] = i;
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    std::vector<int32_t> bt(3 * btw);
+    for (int i = 0; i < 3 * btw; ++i) bt[i] = blocks[i];
+    const std::vector<int32_t> pos = {0, 16, 77}, seq = {0, 1, 2};
+    const int rows = 3;
+    const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
+    const auto pool0 = random_floats(rng, static_cast<size_t>(nblocks) * bs * kvd);  // earlier positions
+    DevBuf<float> dct(ct), dst(st);
+    DevBuf<int32_t> dpos(pos), dseq(seq), dbt(bt);
+    DevBuf<float> q1(qkv), k1(pool0), v1(pool0), o1(static_cast<size_t>(rows) * qd);
+    cuda::rope_kv_write(q1.p, rows, H, KVH, D, dct.p, dst.p, dpos.p, dseq.p, dbt.p, btw, bs, k1.p, v1.p, nullptr);
+    cuda::attention_paged(q1.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, btw, bs, k1.p, v1.p, o1.p, nullptr);
+    DevBuf<float> q2(qkv), k2(pool0), v2(pool0), o2(static_cast<size_t>(rows) * qd);
+    cuda::attention_decode_rope(q2.p, w, rows, H, KVH, D, dct.p, dst.p, dpos.p, dseq.p, dbt.p, btw, bs, k2.p, v2.p,
+                                o2.p, nullptr);
+    EXPECT_EQ(k2.down(), k1.down()) << "k pool D=" << D;
+    EXPECT_EQ(v2.down(), v1.down()) << "v pool D=" << D;
+    EXPECT_EQ(q2.down(), qkv) << "qkv left as it was";
+    const auto a = o1.down(), b = o2.down();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 1e-6 * std::fabs(a[i]) + 1e-6) << i << " D=" << D;
+  }
 }
 
 #endif

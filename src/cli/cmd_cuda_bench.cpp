@@ -20,6 +20,8 @@ struct CudaBenchArgs {
   ModelOptions model;
   bool kernels = false;
   bool int8_kernels = false;
+  std::vector<int> kernel_batches = {1, 4, 16, 512};
+  bool no_pdl = false;
   std::vector<int> batches = {1, 16};
   int prompt = 32;
   int gen = 64;
@@ -48,10 +50,12 @@ double gpu_weight_bytes(const Transformer& m) {
 int run(CudaBenchArgs a) {
   if (a.kernels) {
     CudaKernelBenchOptions ko;
+    ko.batches = a.kernel_batches;
     fmt::print("{}\n", cuda_kernel_bench(ko));
   }
   if (a.int8_kernels) fmt::print("{}\n", cuda_int8_kernel_bench(CudaKernelBenchOptions{}));
   if (a.model.model_dir.empty()) return 0;
+  cuda_set_dependent_launch(!a.no_pdl);
   a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
   LoadedModel lm = load_model(a.model, false);
   const Transformer& model = *lm.model;
@@ -119,6 +123,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   add_model_options(sub, a->model);
   sub->add_flag("--kernels", a->kernels, "time the kernels on the 2B4T shapes");
   sub->add_flag("--int8-kernels", a->int8_kernels, "time the int8 GEMM / projections on Qwen2-1.5B shapes vs cuBLAS bf16");
+  sub->add_option("--kernel-batches", a->kernel_batches, "token counts of the kernel table")->delimiter(',');
+  sub->add_flag("--no-pdl", a->no_pdl, "end-to-end decode without programmatic dependent launch");
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
   sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));

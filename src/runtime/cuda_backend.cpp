@@ -104,6 +104,8 @@ class CudaBackend final : public ForwardBackend {
   /// out[rows, n] (+)= lin(norm?(in rows via row_map)); in has row stride ldin.
   void apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map, const float* norm_w,
              int rows, float* out, int64_t ldout, bool add);
+  /// out[rows, n] (+)= lin(x) for a ternary lin whose input is already quantized in xq_ / sumq_ / inv_s_.
+  void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add);
 
   ModelConfig c_;
   CudaOptions opts_;
@@ -394,8 +396,15 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
   }
 }
 
+void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add) {
+  cuda::TernaryEpilogue ep = lin.seg;
+  ep.y = out;
+  ep.ldy = ldout;
+  ep.add = add;
+  cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+}
+
 void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
-  (void)S;
   const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int qkvw = qd + 2 * kvd;
   if (!tp_) {
@@ -407,10 +416,15 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
-    cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
-                        bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
-    cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                          bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    if (M == S) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
+      cuda::attention_decode_rope(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
+                                  seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    } else {
+      cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
+      cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
+                            bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+    }
     if (!tp_) {
       apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
     } else if (tp_->gather_mode) {  // o replicated over the all-gathered heads (BitNet: exact)
@@ -422,7 +436,15 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
       cuda::bias_add(part_, nullptr, M, Hd, x_, true, stream_);
     }
     apply(L.gate_up, x_, Hd, nullptr, L.post_norm, M, gu_, 2 * I, false);
-    cuda::glu(gu_, M, I, c_.hidden_act == Activation::kRelu2, act_, stream_);
+    const bool relu2 = c_.hidden_act == Activation::kRelu2;
+    if (!tp_ && L.down.kind == DevLinear::kTernary && L.down.k == I) {
+      // GLU + ffn_sub_norm + quantization of the down projection's input in one kernel.
+      cuda::glu_norm_quant(gu_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_, xq_,
+                           L.down.kp, inv_s_, sumq_, stream_);
+      ternary_quantized(L.down, M, x_, Hd, true);
+      continue;
+    }
+    cuda::glu(gu_, M, I, relu2, act_, stream_);
     if (!tp_) {
       apply(L.down, act_, I, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
     } else if (tp_->gather_mode) {
@@ -549,6 +571,8 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
 }
 
 }  // namespace
+
+void cuda_set_dependent_launch(bool on) { cuda::set_dependent_launch(on); }
 
 int cuda_device_count() {
   int n = 0;

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/transformer.h"
 
@@ -34,6 +35,11 @@ struct CudaOptions {
   bool copy_logits = true;
 };
 
+/// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may
+/// start while the previous one finishes. Process-wide; takes effect for graphs captured afterwards. No-op
+/// without CUDA.
+void cuda_set_dependent_launch(bool on);
+
 /// Number of CUDA devices usable by this build (0 when built without CUDA or when no driver/GPU is present).
 int cuda_device_count();
 /// "NVIDIA H200" etc.; "" when there is no such device.
@@ -53,6 +59,7 @@ struct CudaKernelBenchOptions {
   int launches = 100;                  ///< launches captured in one CUDA graph; time = graph time / launches
   int reps = 5;                        ///< graph replays timed; the median is reported
   size_t rotate_bytes = size_t{512} << 20;  ///< weights are rotated over copies totalling at least this (cold L2)
+  std::vector<int> batches = {1, 4, 16, 512};  ///< token counts M of the projection table
 };
 
 /// Times the CUDA kernels on the BitNet b1.58 2B4T projection shapes (2560x2560, 3840x2560, 13824x2560,

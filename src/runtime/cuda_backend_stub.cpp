@@ -6,6 +6,8 @@
 namespace tritium {
 
 int cuda_device_count() { return 0; }
+
+void cuda_set_dependent_launch(bool) {}
 std::string cuda_device_name(int) { return ""; }
 std::shared_ptr<ForwardBackend> make_cuda_backend(const Transformer&, const CudaOptions&) {
   fail("--device cuda: this tritium was built without CUDA (configure with -DTRITIUM_CUDA=ON)");

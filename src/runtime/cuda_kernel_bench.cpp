@@ -83,6 +83,13 @@ double cuda_copy_bandwidth_gbs(int device) {
 
 std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   check(cudaSetDevice(o.device), "cudaSetDevice");
+  // Kernels timed one by one, without programmatic dependent launch (consecutive launches would overlap);
+  // the setting is restored on every exit.
+  struct PdlOff {
+    bool was = cuda::dependent_launch();
+    PdlOff() { cuda::set_dependent_launch(false); }
+    ~PdlOff() { cuda::set_dependent_launch(was); }
+  } pdl_off;
   cudaStream_t st;
   check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
   cublasHandle_t blas;
@@ -106,7 +113,7 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   const Shape shapes[] = {{2560, 2560, "o 2560x2560"}, {3840, 2560, "qkv 3840x2560"},
                           {13824, 2560, "gate_up 13824x2560"}, {2560, 6912, "down 2560x6912"},
                           {128256, 2560, "lm_head 128256x2560"}};
-  const int batches[] = {1, 4, 16, 512};
+  const std::vector<int>& batches = o.batches;
   out += "| shape (N x K) | M | ternary kernel | us (cold) | us (hot) | weight GB/s (cold) | % copy BW | cuBLAS bf16 us "
          "(cold) | us (hot) | speed-up cold (hot) |\n";
   out += "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -164,7 +171,8 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       const double blas_cold = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(bcopies, i); });
       const double blas_hot = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(1, i); });
       std::vector<std::pair<int, int>> variants;  // (kernel, lanes per row)
-      if (M <= 16) variants = {{1, 8}, {1, 16}, {2, 0}};
+      if (M <= 4) variants = {{3, 8}, {3, 16}, {1, 8}, {1, 16}, {2, 0}};
+      else if (M <= 16) variants = {{1, 8}, {1, 16}, {2, 0}};
       else variants = {{2, 0}};
       for (auto [kernel, lpr] : variants) {
         auto run = [&](int copies, int i) {
@@ -176,7 +184,9 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
         const double bytes = static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
         const double gbs = bytes / (cold * 1e-6) / 1e9;
-        const std::string kname = kernel == 1 ? fmt::format("GEMV dp4a, {} lanes/row", lpr) : "GEMM int8 MMA";
+        const std::string kname = kernel == 1   ? fmt::format("GEMV dp4a, {} lanes/row", lpr)
+                                  : kernel == 3 ? fmt::format("GEMV dp4a all in flight, {} lanes/row", lpr)
+                                                : "GEMM int8 MMA";
         out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
                            sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
                            blas_cold / cold, blas_hot / hot);
@@ -186,15 +196,31 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   // Row-wise kernels at the 2B4T widths.
   out += "\n| kernel | shape | us (hot) |\n| --- | --- | ---: |\n";
   for (int M : {1, 16, 512}) {
-    const int D = 6912, kp = 6912;
-    Dev x(static_cast<size_t>(M) * D * 4), wgt(D * 4), q(static_cast<size_t>(M) * kp), inv(M * 4), sq(M * 4);
-    check(cudaMemset(x.p, 0x3c, static_cast<size_t>(M) * D * 4), "memset");
-    check(cudaMemset(wgt.p, 0x3c, D * 4), "memset");
-    const double us = time_graph(st, o.launches, o.reps, [&](int) {
-      cuda::norm_quant(x.as<float>(), D, nullptr, wgt.as<float>(), M, D, 1e-5f, nullptr, q.as<int8_t>(), kp,
-                       inv.as<float>(), sq.as<int32_t>(), st);
-    });
-    out += fmt::format("| RMSNorm + int8 quantization | {} x {} | {:.2f} |\n", M, D, us);
+    for (int D : {2560, 6912}) {
+      const int kp = D;
+      Dev x(static_cast<size_t>(M) * 2 * D * 4), wgt(D * 4), q(static_cast<size_t>(M) * kp), inv(M * 4),
+          sq(M * 4), act(static_cast<size_t>(M) * D * 4);
+      check(cudaMemset(x.p, 0x3c, static_cast<size_t>(M) * 2 * D * 4), "memset");
+      check(cudaMemset(wgt.p, 0x3c, D * 4), "memset");
+      const double us = time_graph(st, o.launches, o.reps, [&](int) {
+        cuda::norm_quant(x.as<float>(), D, nullptr, wgt.as<float>(), M, D, 1e-5f, nullptr, q.as<int8_t>(), kp,
+                         inv.as<float>(), sq.as<int32_t>(), st);
+      });
+      out += fmt::format("| RMSNorm + int8 quantization | {} x {} | {:.2f} |\n", M, D, us);
+      if (D != 6912) continue;
+      const double g2 = time_graph(st, o.launches, o.reps, [&](int) {
+        cuda::glu(x.as<float>(), M, D, true, act.as<float>(), st);
+        cuda::norm_quant(act.as<float>(), D, nullptr, wgt.as<float>(), M, D, 1e-5f, nullptr, q.as<int8_t>(), kp,
+                         inv.as<float>(), sq.as<int32_t>(), st);
+      });
+      out += fmt::format("| relu2 GLU, then RMSNorm + int8 quantization (two kernels) | {} x {} | {:.2f} |\n", M, D,
+                         g2);
+      const double g1 = time_graph(st, o.launches, o.reps, [&](int) {
+        cuda::glu_norm_quant(x.as<float>(), M, D, true, wgt.as<float>(), 1e-5f, act.as<float>(), q.as<int8_t>(), kp,
+                             inv.as<float>(), sq.as<int32_t>(), st);
+      });
+      out += fmt::format("| relu2 GLU + RMSNorm + int8 quantization (one kernel) | {} x {} | {:.2f} |\n", M, D, g1);
+    }
   }
   for (int ctx : {128, 1024}) {
     for (int M : {1, 16}) {

@@ -2,6 +2,8 @@
 #if TRITIUM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 #include "core/error.h"
 #include "kernels/cuda/kernels.h"
 
@@ -12,6 +14,13 @@ void check(cudaError_t err, const char* what) {
 }
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+namespace {
+std::atomic<bool> g_dependent_launch{true};
+}  // namespace
+
+void set_dependent_launch(bool on) { g_dependent_launch.store(on); }
+bool dependent_launch() { return g_dependent_launch.load(); }
 
 }  // namespace tritium::cuda
 #endif

@@ -21,6 +21,12 @@ void check(cudaError_t err, const char* what);
 /// check(cudaGetLastError(), what) after a launch.
 void check_launch(const char* what);
 
+/// Programmatic dependent launch (sm_90, see launch.cuh): when on (the default), the kernels below launched on a
+/// non-null stream may start while the previous kernel of the stream is finishing (prologue and weight loads
+/// overlap it; results are unchanged). Process-wide; set it before capturing graphs.
+void set_dependent_launch(bool on);
+bool dependent_launch();
+
 /// Per-row dequantization of a ternary projection's int32 results and where they go.
 /// Rows [0, seg_end[0]) use seg_scale[0], [seg_end[0], seg_end[1]) seg_scale[1], ... (up to 3 segments; unused
 /// segments repeat the last end). y[m * ldy + n] = val (add = false) or y[m * ldy + n] += val (add = true,
@@ -35,8 +41,9 @@ struct TernaryEpilogue {
 
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
 /// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
-/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise), 1 = dp4a GEMV (M <= 16),
-/// 2 = int8 tensor-core GEMM (any M). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
+/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise),
+/// 1 = dp4a GEMV (M <= 16), 2 = int8 tensor-core GEMM (any M), 3 = dp4a GEMV with every weight piece of a lane
+/// loaded before the first use (M <= 4). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
 /// row; 0 = automatic. Throws tritium::Error on bad arguments.
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                     const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream, int kernel = 0,
@@ -54,6 +61,13 @@ void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* 
 void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
                 float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream);
 
+/// The down projection's input in one kernel: act = glu(gu) as glu() below, then norm_quant(act, weight) (weight
+/// may be null: quantization only), with the same float operations as glu() followed by norm_quant(), so the same
+/// q / inv_s / sumq. act [rows, I] is scratch: written only when the shape does not fit the one-kernel path
+/// (I % 4 != 0, I > 8192, misaligned pointers), which then runs the two kernels.
+void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
+                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream);
+
 /// Same as norm_quant but also writes y as bf16 (for the bf16 lm_head); y_bf16 [rows, D].
 void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
                   float eps, float* y, void* y_bf16, cudaStream_t stream);
@@ -67,6 +81,9 @@ void embedding(const float* table, const int32_t* tokens, int rows, int D, float
 void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
                            cudaStream_t stream);
 
+/// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
+/// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the
+/// backend copies them from the host before the forward).
 /// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
 /// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
 /// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
@@ -81,6 +98,15 @@ void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                      const float* k_pool, const float* v_pool, float* out, cudaStream_t stream);
+
+/// Decode rows only (each row the single new token of its own sequence, at position pos[r]): rope_kv_write
+/// followed by attention_paged in one kernel. qkv rows [rows, q_dim + 2 kv_dim] with stride ldq are read and
+/// left unrotated; the rotated k and the v of position pos[r] go into the pools as rope_kv_write writes them;
+/// out as attention_paged (the new position is added to the softmax last, so sums may differ in rounding).
+void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
+                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
+                           int bt_width, int block_size, float* k_pool, float* v_pool, float* out,
+                           cudaStream_t stream);
 
 /// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -41,6 +42,8 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
                                                               float* __restrict__ y, __nv_bfloat16* __restrict__ yb,
                                                               int8_t* __restrict__ q, int kp,
                                                               float* __restrict__ inv_s, int32_t* __restrict__ sumq) {
+  pdl_trigger();
+  pdl_wait();
   __shared__ double sd[32];
   __shared__ float sf[32];
   __shared__ int si[32];
@@ -85,8 +88,160 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
   }
 }
 
+// One block of kVecThreads per row with the row in registers: VPT float4 per thread, loaded once (all loads in
+// flight together), then three one-barrier reductions (sum of squares in double, absmax, sum of q). Same
+// float operations as norm_quant_kernel, so the same results. MODE 0: the row of x; MODE 1 / 2: the GLU
+// output relu(g)^2 * u / silu(g) * u of a gate_up row [g | u] (x = gu, ldx = 2 D) computed on the fly.
+constexpr int kVecThreads = 256;
+
+template <class T, class Op>
+__device__ __forceinline__ T block_all_reduce(T v, Op op, T* sm /* [kVecThreads / 32] */) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
+  __syncthreads();
+  T r = sm[0];
+#pragma unroll
+  for (int i = 1; i < kVecThreads / 32; ++i) r = op(r, sm[i]);
+  return r;
+}
+
+__device__ __forceinline__ float glu_one(float g, float u, int mode) {
+  if (mode == 1) {
+    const float rr = g > 0.0f ? g : 0.0f;
+    return __fmul_rn(__fmul_rn(rr, rr), u);
+  }
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+__device__ __forceinline__ int quant_one(float v, float s) {
+  const float t = rintf(__fmul_rn(v, s));
+  return static_cast<int>(fminf(fmaxf(t, -128.0f), 127.0f));
+}
+
+template <int VPT, int MODE>
+__global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
+    const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ row_map, const float* __restrict__ weight,
+    int D, float eps, float* __restrict__ y, int8_t* __restrict__ q, int kp, float* __restrict__ inv_s,
+    int32_t* __restrict__ sumq) {
+  __shared__ double sd[kVecThreads / 32];
+  __shared__ float sf[kVecThreads / 32];
+  __shared__ int si[kVecThreads / 32];
+  const int r = blockIdx.x, tid = threadIdx.x, n4 = D / 4;
+  float4 wv[VPT];
+  if (weight) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int i = tid + j * kVecThreads;
+      if (i < n4) wv[j] = __ldg(reinterpret_cast<const float4*>(weight) + i);
+    }
+  }
+  const int src = row_map ? row_map[r] : r;  // metadata: not written by kernels
+  pdl_trigger();
+  pdl_wait();
+  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(src) * ldx);
+  float4 v[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = tid + j * kVecThreads;
+    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < n4) {
+      if (MODE == 0) {
+        v[j] = xr[i];
+      } else {
+        const float4 g = xr[i], u = xr[n4 + i];
+        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
+                           glu_one(g.w, u.w, MODE));
+      }
+    }
+  }
+  if (weight) {
+    double ss = 0.0;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const double a = v[j].x, b = v[j].y, c = v[j].z, d = v[j].w;
+      ss += a * a + b * b + c * c + d * d;
+    }
+    ss = block_all_reduce(ss, Add{}, sd);
+    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(D)), eps)));
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      if (tid + j * kVecThreads < n4) {
+        v[j].x = __fmul_rn(wv[j].x, __fmul_rn(v[j].x, inv));
+        v[j].y = __fmul_rn(wv[j].y, __fmul_rn(v[j].y, inv));
+        v[j].z = __fmul_rn(wv[j].z, __fmul_rn(v[j].z, inv));
+        v[j].w = __fmul_rn(wv[j].w, __fmul_rn(v[j].w, inv));
+      }
+    }
+  }
+  if (y) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int i = tid + j * kVecThreads;
+      if (i < n4) reinterpret_cast<float4*>(y + static_cast<int64_t>(r) * D)[i] = v[j];
+    }
+  }
+  if (!q) return;
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  amax = block_all_reduce(amax, Max{}, sf);
+  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
+  int sum = 0;
+  uint32_t* qr = reinterpret_cast<uint32_t*>(q + static_cast<int64_t>(r) * kp);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = tid + j * kVecThreads;
+    if (i < n4) {
+      const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
+                d = quant_one(v[j].w, s);
+      sum += a + b + c + d;
+      qr[i] = (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
+              ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
+    }
+  }
+  for (int i = n4 + tid; i < kp / 4; i += kVecThreads) qr[i] = 0u;
+  sum = block_all_reduce(sum, Add{}, si);
+  if (tid == 0) {
+    inv_s[r] = __fdiv_rn(1.0f, s);
+    sumq[r] = sum;
+  }
+}
+
+// Float4 per thread needed for D values; 0 when the vector kernel cannot take the row (more than 8).
+int vec_per_thread(int D) {
+  const int n4 = (D / 4 + kVecThreads - 1) / kVecThreads;
+  if (n4 <= 1) return 1;
+  if (n4 <= 2) return 2;
+  if (n4 <= 3) return 3;
+  if (n4 <= 4) return 4;
+  if (n4 <= 8) return 8;
+  return 0;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <int MODE>
+void launch_vec(int vpt, const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
+                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t st) {
+  auto go = [&](auto kern) {
+    launch(kern, dim3(rows), dim3(kVecThreads), 0, st, "norm_quant (vector)", x, ldx, row_map, weight, D, eps, y, q,
+           kp, inv_s, sumq);
+  };
+  switch (vpt) {
+    case 1: go(norm_quant_vec_kernel<1, MODE>); break;
+    case 2: go(norm_quant_vec_kernel<2, MODE>); break;
+    case 3: go(norm_quant_vec_kernel<3, MODE>); break;
+    case 4: go(norm_quant_vec_kernel<4, MODE>); break;
+    default: go(norm_quant_vec_kernel<8, MODE>); break;
+  }
+}
+
 __global__ void embedding_kernel(const float* __restrict__ table, const int32_t* __restrict__ tokens, int D,
                                  int vbegin, int vend, float* __restrict__ x) {
+  pdl_trigger();
+  pdl_wait();
   const int r = blockIdx.x;
   const int tok = tokens[r];
   float* dst = x + static_cast<int64_t>(r) * D;
@@ -109,6 +264,8 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
   const float* c = cos_t + static_cast<int64_t>(p) * half;
   const float* s = sin_t + static_cast<int64_t>(p) * half;
   const int64_t slot = (static_cast<int64_t>(bt[static_cast<int64_t>(seq[r]) * btw + p / bs]) * bs + p % bs) * kvd;
+  pdl_trigger();  // positions, tables and cos/sin above are not written by kernels
+  pdl_wait();
   for (int idx = threadIdx.x; idx < (H + KVH) * half; idx += blockDim.x) {
     const int hh = idx / half, i = idx % half;
     const bool is_k = hh >= H;
@@ -127,6 +284,8 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
 }
 
 __global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int relu2, float* __restrict__ act) {
+  pdl_trigger();
+  pdl_wait();
   const int64_t total = static_cast<int64_t>(rows) * I;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -145,6 +304,8 @@ __global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int re
 
 __global__ void bias_add_kernel(const float* __restrict__ t, const float* __restrict__ bias, int rows, int n,
                                 float* __restrict__ y, int add) {
+  pdl_trigger();
+  pdl_wait();
   const int64_t total = static_cast<int64_t>(rows) * n;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -155,12 +316,16 @@ __global__ void bias_add_kernel(const float* __restrict__ t, const float* __rest
 }
 
 __global__ void to_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ out) {
+  pdl_trigger();
+  pdl_wait();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(x[i]);
 }
 
 __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t n) {
+  pdl_trigger();
+  pdl_wait();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dst[i] = src[i];
@@ -177,58 +342,76 @@ void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float
                 float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream) {
   if (rows <= 0) return;
   if (q && kp < D) check(cudaErrorInvalidValue, "norm_quant (kp < D)");
-  norm_quant_kernel<<<rows, kThreads, 0, stream>>>(x, ldx, row_map, weight, D, eps, y, nullptr, q, kp, inv_s, sumq);
-  check_launch("norm_quant");
+  const int vpt = vec_per_thread(D);
+  if (vpt > 0 && D % 4 == 0 && ldx % 4 == 0 && kp % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(y) &&
+      aligned16(q)) {
+    launch_vec<0>(vpt, x, ldx, row_map, weight, rows, D, eps, y, q, kp, inv_s, sumq, stream);
+    return;
+  }
+  launch(norm_quant_kernel, dim3(rows), dim3(kThreads), 0, stream, "norm_quant", x, ldx, row_map, weight, D, eps, y,
+         static_cast<__nv_bfloat16*>(nullptr), q, kp, inv_s, sumq);
+}
+
+void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
+                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream) {
+  if (rows <= 0) return;
+  if (kp < I) check(cudaErrorInvalidValue, "glu_norm_quant (kp < I)");
+  const int vpt = vec_per_thread(I);
+  if (vpt > 0 && I % 4 == 0 && kp % 4 == 0 && aligned16(gu) && aligned16(weight) && aligned16(q)) {
+    if (relu2) launch_vec<1>(vpt, gu, 2 * static_cast<int64_t>(I), nullptr, weight, rows, I, eps, nullptr, q, kp,
+                             inv_s, sumq, stream);
+    else launch_vec<2>(vpt, gu, 2 * static_cast<int64_t>(I), nullptr, weight, rows, I, eps, nullptr, q, kp, inv_s,
+                       sumq, stream);
+    return;
+  }
+  glu(gu, rows, I, relu2, act, stream);
+  norm_quant(act, I, nullptr, weight, rows, I, eps, nullptr, q, kp, inv_s, sumq, stream);
 }
 
 void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
                   float eps, float* y, void* y_bf16, cudaStream_t stream) {
   if (rows <= 0) return;
-  norm_quant_kernel<<<rows, kThreads, 0, stream>>>(x, ldx, row_map, weight, D, eps, y,
-                                                   static_cast<__nv_bfloat16*>(y_bf16), nullptr, 0, nullptr,
-                                                   nullptr);
-  check_launch("norm_to_bf16");
+  launch(norm_quant_kernel, dim3(rows), dim3(kThreads), 0, stream, "norm_to_bf16", x, ldx, row_map, weight, D, eps,
+         y, static_cast<__nv_bfloat16*>(y_bf16), static_cast<int8_t*>(nullptr), 0, static_cast<float*>(nullptr),
+         static_cast<int32_t*>(nullptr));
 }
 
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream) {
   if (rows <= 0) return;
-  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, 0, INT32_MAX, x);
-  check_launch("embedding");
+  launch(embedding_kernel, dim3(rows), dim3(kThreads), 0, stream, "embedding", table, tokens, D, 0, INT32_MAX, x);
 }
 
 void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
                            cudaStream_t stream) {
   if (rows <= 0) return;
-  embedding_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, D, vbegin, vend, x);
-  check_launch("embedding_vocab_slice");
+  launch(embedding_kernel, dim3(rows), dim3(kThreads), 0, stream, "embedding_vocab_slice", table, tokens, D, vbegin,
+         vend, x);
 }
 
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
                    int block_size, float* k_pool, float* v_pool, cudaStream_t stream) {
   if (rows <= 0) return;
-  rope_kv_kernel<<<rows, 128, 0, stream>>>(qkv, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
-                                           block_size, k_pool, v_pool);
-  check_launch("rope_kv_write");
+  launch(rope_kv_kernel, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t, pos, seq,
+         block_tables, bt_width, block_size, k_pool, v_pool);
 }
 
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {
   if (rows <= 0) return;
-  glu_kernel<<<grid_for(static_cast<int64_t>(rows) * I), kThreads, 0, stream>>>(gu, rows, I, relu2 ? 1 : 0, act);
-  check_launch("glu");
+  launch(glu_kernel, dim3(grid_for(static_cast<int64_t>(rows) * I)), dim3(kThreads), 0, stream, "glu", gu, rows, I,
+         relu2 ? 1 : 0, act);
 }
 
 void bias_add(const float* t, const float* bias, int rows, int n, float* y, bool add, cudaStream_t stream) {
   if (rows <= 0) return;
-  bias_add_kernel<<<grid_for(static_cast<int64_t>(rows) * n), kThreads, 0, stream>>>(t, bias, rows, n, y,
-                                                                                      add ? 1 : 0);
-  check_launch("bias_add");
+  launch(bias_add_kernel, dim3(grid_for(static_cast<int64_t>(rows) * n)), dim3(kThreads), 0, stream, "bias_add", t,
+         bias, rows, n, y, add ? 1 : 0);
 }
 
 void to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream) {
   if (n <= 0) return;
-  to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
-  check_launch("to_bf16");
+  launch(to_bf16_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, "to_bf16", x, n,
+         static_cast<__nv_bfloat16*>(out));
 }
 
 void copy_bytes(const void* src, void* dst, size_t bytes, cudaStream_t stream) {

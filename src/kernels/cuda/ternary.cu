@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -35,14 +36,16 @@ constexpr uint32_t kMask = 0x03030303u;
 // GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights) c = sub,
 // sub + LPR, ... The activations of the M tokens are staged in shared memory as [m][q][chunk] uint4 (q = which
 // 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive 16-byte words (no bank conflicts).
-template <int M, int LPR>
+// U pieces per lane are loaded before the first use (and before waiting for the previous kernel: weights do not
+// depend on it); with U >= the pieces of a lane (kernel 3) the whole row is in flight at once and the loop runs
+// once.
+template <int M, int LPR, int U>
 __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
                                                        const int8_t* __restrict__ xq,
                                                        const int32_t* __restrict__ sumq,
                                                        const float* __restrict__ inv_s, Epi ep) {
   extern __shared__ uint4 xs[];
   constexpr int RPW = 32 / LPR;
-  constexpr int U = M <= 4 ? 4 : 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = (blockIdx.x * 4 + warp) * RPW + lane / LPR;
   const int sub = lane % LPR;
@@ -55,6 +58,8 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
     const int c = sub + u * LPR;
     wv[u] = c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
   }
+  pdl_trigger();
+  pdl_wait();
   const uint4* xg = reinterpret_cast<const uint4*>(xq);
   for (int i = threadIdx.x; i < M * nch * 4; i += blockDim.x) {
     const int m = i / (nch * 4), rem = i % (nch * 4);
@@ -70,7 +75,8 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u * LPR;
-      const int cc = c < nch ? c : 0;  // out-of-range pieces carry code 0 (contribute nothing)
+      if (c >= nch) break;  // later pieces are out of range too (no work for the unused slots of U)
+      const int cc = c;
       const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
@@ -128,6 +134,8 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
   __shared__ uint4 Bs[64];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
   const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  pdl_trigger();
+  pdl_wait();
   const int64_t kp = static_cast<int64_t>(nch) * 64;
   uint4 ra[2], rb = make_uint4(0, 0, 0, 0);
   auto load = [&](int c) {
@@ -179,12 +187,12 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
   }
 }
 
-template <int M, int LPR>
+template <int M, int LPR, int U>
 void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
                  const Epi& ep, cudaStream_t st) {
   const int nch = kp / 64;
   const size_t smem = static_cast<size_t>(M) * kp;
-  auto kern = tc2_gemv_kernel<M, LPR>;
+  auto kern = tc2_gemv_kernel<M, LPR, U>;
   static int smem_set = 48 * 1024;  // the opt-in limit set so far for this instantiation (set before capture)
   if (static_cast<int>(smem) > smem_set) {
     check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
@@ -192,14 +200,34 @@ void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, con
     smem_set = static_cast<int>(smem);
   }
   const int rows_per_block = 4 * (32 / LPR);
-  kern<<<np / rows_per_block, 128, smem, st>>>(reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
+  launch(kern, dim3(np / rows_per_block), dim3(128), smem, st, "ternary GEMV", reinterpret_cast<const uint4*>(w), n,
+         nch, xq, sumq, inv_s, ep);
+}
+
+// kernel 1: U = 4 pieces per lane in flight up to 4 tokens, 2 above; kernel 3 (at most 4 tokens): every piece
+// of the lane's row in flight at once (U = 4, 8 or 16 >= ceil(chunks / LPR); 16 and a loop beyond 1024 chunks).
+template <int M, int LPR>
+void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+            const float* inv_s, const Epi& ep, cudaStream_t st) {
+  if constexpr (M <= 4) {
+    const int pieces = (kp / 64 + LPR - 1) / LPR;
+    if (kernel == 3 && pieces > 4) {
+      if (pieces <= 8) launch_gemv<M, LPR, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+      else launch_gemv<M, LPR, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+      return;
+    }
+    launch_gemv<M, LPR, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  } else {
+    (void)kernel;
+    launch_gemv<M, LPR, 2>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  }
 }
 
 template <int M>
-void gemv_lpr(int lpr, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+void gemv_lpr(int kernel, int lpr, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
               const float* inv_s, const Epi& ep, cudaStream_t st) {
-  if (lpr == 8) launch_gemv<M, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  else launch_gemv<M, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  if (lpr == 8) gemv_u<M, 8>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+  else gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
 }
 
 void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s, int M,
@@ -209,12 +237,16 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   }
   // Measured on the H200 (bench/RESULTS.md): the dp4a GEMV wins up to 8 tokens everywhere and up to 16 on the
   // short matrices; the MMA GEMM wins above, and at 9..16 tokens on matrices of 8192 rows or more.
+  // Kernel 3 (all weight pieces in flight) measured no faster than kernel 1 once unused piece slots are skipped
+  // (equal within noise at 1 token, up to 1.3x slower at 4 on 13824 rows: bench/CUDA_NOTES.md, version 6).
   if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
   if (kernel == 1 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
+  if (kernel == 3 && M > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel 3 takes at most 4 tokens)");
+  if (kernel < 1 || kernel > 3) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
   if (kernel == 2) {
     dim3 grid(np / 64, (M + 63) / 64);
-    tc2_gemm_kernel<<<grid, 128, 0, st>>>(reinterpret_cast<const uint4*>(w), n, kp / 64, xq, M, sumq, inv_s, ep);
-    check_launch("ternary GEMM");
+    launch(tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n, kp / 64,
+           xq, M, sumq, inv_s, ep);
     return;
   }
   if (lpr == 0) {
@@ -225,14 +257,13 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   if (lpr != 8 && lpr != 16) check(cudaErrorInvalidValue, "ternary_matmul (lanes_per_row)");
   switch (M) {
 #define TRITIUM_GEMV_CASE(MM) \
-  case MM: gemv_lpr<MM>(lpr, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
+  case MM: gemv_lpr<MM>(kernel, lpr, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
     TRITIUM_GEMV_CASE(1) TRITIUM_GEMV_CASE(2) TRITIUM_GEMV_CASE(3) TRITIUM_GEMV_CASE(4)
     TRITIUM_GEMV_CASE(5) TRITIUM_GEMV_CASE(6) TRITIUM_GEMV_CASE(7) TRITIUM_GEMV_CASE(8)
     TRITIUM_GEMV_CASE(9) TRITIUM_GEMV_CASE(10) TRITIUM_GEMV_CASE(11) TRITIUM_GEMV_CASE(12)
     TRITIUM_GEMV_CASE(13) TRITIUM_GEMV_CASE(14) TRITIUM_GEMV_CASE(15) TRITIUM_GEMV_CASE(16)
 #undef TRITIUM_GEMV_CASE
   }
-  check_launch("ternary GEMV");
 }
 
 }  // namespace
