@@ -50,8 +50,14 @@ void check_greedy(const std::string& model_dir, const std::string& golden_path, 
   }
 }
 
+LoadOptions i2_options() {
+  LoadOptions o;
+  o.ternary_format = TernaryFormat::kI2;
+  return o;
+}
+
 double ppl_of(const std::string& model_dir, const std::string& text_path, int ctx, int chunks, bool cuda = false) {
-  auto model = load_transformer(model_dir, {TernaryFormat::kI2});
+  auto model = load_transformer(model_dir, i2_options());
   if (cuda) model->set_backend(make_cuda_backend(*model));
   auto tok = Tokenizer::from_file(model_dir + "/tokenizer.json");
   const auto tokens = tok->encode(read_text_universal_newlines(text_path), false);
@@ -124,7 +130,7 @@ TEST(GenerationGolden, TinyQwen2GreedyCuda) {
 // A short perplexity run that also runs under the sanitizers: ctx 256, 2 chunks, against the same procedure
 // computed by hand from full logits of each chunk.
 TEST(PerplexityGolden, ProcedureMatchesHandComputation) {
-  auto model = load_transformer(test::bundled_model(), {TernaryFormat::kI2});
+  auto model = load_transformer(test::bundled_model(), i2_options());
   std::vector<int32_t> tokens;
   for (int i = 0; i < 2 * 63 + 5; ++i) tokens.push_back((i * 37 + 11) % 8000 + 5);
   PerplexityOptions po;
