@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -409,6 +410,21 @@ __global__ void __launch_bounds__(256) attention_prefill_kernel(
   }
 }
 
+/// Opts attention_prefill_kernel<D> in to its dynamic shared memory, once per device (before any graph capture).
+template <int D>
+void set_smem_once() {
+  constexpr size_t smem = flash_smem_bytes<D>();
+  static std::atomic<uint64_t> done{0};  // bit d: set on device d (devices >= 64: every call)
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit != 0 && (done.load() & bit) != 0) return;
+  check(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem)),
+        "attention_prefill smem attribute");
+  done.fetch_or(bit);
+}
+
 template <bool FUSED, bool SPLIT>
 void launch_attention(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
                       const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
@@ -526,26 +542,14 @@ void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const
   switch (D) {
     case 64: {
       constexpr size_t smem = flash_smem_bytes<64>();
-      static const bool smem_set = [] {  // once, before any graph capture (as the ternary GEMV does)
-        check(cudaFuncSetAttribute(attention_prefill_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(smem)),
-              "attention_prefill smem attribute");
-        return true;
-      }();
-      (void)smem_set;
+      set_smem_once<64>();
       launch(attention_prefill_kernel<64>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH, pos,
              seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
       break;
     }
     case 128: {
       constexpr size_t smem = flash_smem_bytes<128>();
-      static const bool smem_set = [] {  // once, before any graph capture (as the ternary GEMV does)
-        check(cudaFuncSetAttribute(attention_prefill_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(smem)),
-              "attention_prefill smem attribute");
-        return true;
-      }();
-      (void)smem_set;
+      set_smem_once<128>();
       launch(attention_prefill_kernel<128>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH, pos,
              seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
       break;
