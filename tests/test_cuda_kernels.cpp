@@ -492,4 +492,236 @@ TEST(CudaKernels, AttentionDecodeRopeMatchesUnfused) {
   }
 }
 
+namespace {
+
+// A paged KV cache of several sequences with random K/V over a shuffled (non-contiguous) block table, and a
+// double-precision reference of causal GQA attention over it.
+struct PagedCase {
+  int H, KVH, D, bs = 16, btw = 0, nblocks = 0;
+  std::vector<int32_t> bt;
+  std::vector<float> kpool, vpool;
+  PagedCase(std::mt19937& rng, int H_, int KVH_, int D_, const std::vector<int>& ctx) : H(H_), KVH(KVH_), D(D_) {
+    int maxc = 1;
+    for (int c : ctx) maxc = std::max(maxc, c);
+    btw = (maxc + bs - 1) / bs + 1;
+    nblocks = static_cast<int>(ctx.size()) * btw + 3;
+    std::vector<int32_t> ids(nblocks);
+    for (int i = 0; i < nblocks; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    bt.assign(ctx.size() * btw, 0);
+    for (size_t i = 0; i < bt.size(); ++i) bt[i] = ids[i];
+    kpool = random_floats(rng, static_cast<size_t>(nblocks) * bs * KVH * D);
+    vpool = random_floats(rng, kpool.size());
+  }
+  /// out[H * D] for query row q (head h at h * D) at position p of sequence s.
+  std::vector<double> ref(const float* q, int p, int s) const {
+    std::vector<double> o(static_cast<size_t>(H) * D, 0.0);
+    const int kvd = KVH * D;
+    std::vector<double> sc(p + 1);
+    for (int h = 0; h < H; ++h) {
+      const int kvh = h / (H / KVH);
+      double mx = -1e300;
+      for (int j = 0; j <= p; ++j) {
+        const size_t off = (static_cast<size_t>(bt[s * btw + j / bs]) * bs + j % bs) * kvd + kvh * D;
+        double d = 0;
+        for (int i = 0; i < D; ++i) d += static_cast<double>(q[h * D + i]) * kpool[off + i];
+        sc[j] = d / std::sqrt(static_cast<double>(D));
+        mx = std::max(mx, sc[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j <= p; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+      for (int j = 0; j <= p; ++j) {
+        const size_t off = (static_cast<size_t>(bt[s * btw + j / bs]) * bs + j % bs) * kvd + kvh * D;
+        for (int i = 0; i < D; ++i) o[h * D + i] += sc[j] / sum * vpool[off + i];
+      }
+    }
+    return o;
+  }
+};
+
+/// ||a - b|| / ||b|| over one row of n values.
+template <class A, class B>
+double rel_err(const A* a, const B* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(static_cast<double>(a[i]))) return 1e30;
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace
+
+// Split-K decode attention equals attention_paged (and a double reference) within 1e-5 relative per row, for
+// contexts 1, 17, 300 and 1500 in one batch over a shuffled block table, head_dim 64 / 128, GQA ratios 1 and 4,
+// several chunk counts; the counters are left zero; a graph captured once (with programmatic dependent launch)
+// and replayed after the positions change still matches.
+TEST(CudaKernels, AttentionSplitMatchesPaged) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const std::vector<int> ctx = {1, 17, 300, 1500, 64, 65};
+  for (int D : {64, 128}) {
+    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
+      PagedCase pc(rng, H, KVH, D, ctx);
+      const int rows = static_cast<int>(ctx.size()), qd = H * D, ldq = qd + 64;  // strided q rows
+      std::vector<int32_t> pos(rows), seq(rows);
+      for (int r = 0; r < rows; ++r) pos[r] = ctx[r] - 1, seq[r] = r;
+      const auto q = random_floats(rng, static_cast<size_t>(rows) * ldq);
+      DevBuf<float> dq(q), dk(pc.kpool), dv(pc.vpool), o1(static_cast<size_t>(rows) * qd),
+          o2(static_cast<size_t>(rows) * qd),
+          part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
+      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
+      cnt.up(std::vector<int32_t>(static_cast<size_t>(rows) * H, 0));
+      cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
+                            nullptr);
+      const auto a = o1.down();
+      for (int r = 0; r < rows; ++r) {
+        const auto want = pc.ref(&q[static_cast<size_t>(r) * ldq], pos[r], seq[r]);
+        EXPECT_LT(rel_err(&a[static_cast<size_t>(r) * qd], want.data(), qd), 1e-5) << "paged ctx " << ctx[r];
+      }
+      for (int ns : {2, 5, cuda::kAttentionMaxSplit, cuda::attention_split_count(rows, H)}) {
+        cuda::attention_paged_split(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p,
+                                    o2.p, ns, part.p, cnt.p, nullptr);
+        const auto b = o2.down();
+        for (int r = 0; r < rows; ++r)
+          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
+              << "D=" << D << " H=" << H << " KVH=" << KVH << " nsplit " << ns << " ctx " << ctx[r];
+        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "split counters must be left zero";
+      }
+      // Graph: captured once with 16 chunks, replayed at other positions.
+      cudaStream_t st;
+      cuda::check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      cuda::check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+      for (int rep = 0; rep < 2; ++rep)  // two dependent launches in a row (PDL between them)
+        cuda::attention_paged_split(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p,
+                                    o2.p, cuda::kAttentionMaxSplit, part.p, cnt.p, st);
+      cuda::check(cudaStreamEndCapture(st, &g), "end capture");
+      cuda::check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+      for (int shift : {0, -7, -250}) {
+        std::vector<int32_t> p2(rows);
+        for (int r = 0; r < rows; ++r) p2[r] = std::max(0, pos[r] + shift);
+        dpos.up(p2);
+        cuda::check(cudaGraphLaunch(ge, st), "graph launch");
+        cuda::check(cudaStreamSynchronize(st), "sync");
+        cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
+                              nullptr);
+        const auto ra = o1.down(), rb = o2.down();
+        for (int r = 0; r < rows; ++r)
+          EXPECT_LT(rel_err(&rb[static_cast<size_t>(r) * qd], &ra[static_cast<size_t>(r) * qd], qd), 1e-5)
+              << "graph replay, shift " << shift << " ctx " << p2[r] + 1;
+        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0);
+      }
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+      cudaStreamDestroy(st);
+    }
+  }
+}
+
+// Split-K fused decode attention (RoPE + KV write + attention) equals attention_decode_rope: the KV pools
+// exactly, the output within 1e-5 relative, at contexts 1, 17, 300, 1500 (and chunk boundaries 64 / 65 / 129).
+TEST(CudaKernels, AttentionDecodeRopeSplitMatchesUnsplit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(43);
+  const std::vector<int> ctx = {1, 17, 300, 1500, 65, 129, 64};
+  for (int D : {64, 128}) {
+    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
+      PagedCase pc(rng, H, KVH, D, ctx);
+      const int rows = static_cast<int>(ctx.size()), qd = H * D, kvd = KVH * D, w = qd + 2 * kvd, half = D / 2;
+      const int maxpos = 1600;
+      std::vector<float> ct(static_cast<size_t>(maxpos) * half), sn(ct.size());
+      for (size_t i = 0; i < ct.size(); ++i) {
+        ct[i] = std::cos(0.0007f * static_cast<float>(i));
+        sn[i] = std::sin(0.0007f * static_cast<float>(i));
+      }
+      std::vector<int32_t> pos(rows), seq(rows);
+      for (int r = 0; r < rows; ++r) pos[r] = ctx[r] - 1, seq[r] = r;
+      const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
+      DevBuf<float> dct(ct), dsn(sn), dq(qkv), k1(pc.kpool), v1(pc.vpool), k2(pc.kpool), v2(pc.vpool),
+          o1(static_cast<size_t>(rows) * qd), o2(static_cast<size_t>(rows) * qd),
+          part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
+      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
+      cnt.up(std::vector<int32_t>(static_cast<size_t>(rows) * H, 0));
+      cuda::attention_decode_rope(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k1.p,
+                                  v1.p, o1.p, nullptr);
+      const auto a = o1.down();
+      const auto kref = k1.down(), vref = v1.down();
+      for (int ns : {3, cuda::kAttentionMaxSplit, cuda::attention_split_count(rows, H)}) {
+        k2.up(pc.kpool);
+        v2.up(pc.vpool);
+        cuda::attention_decode_rope_split(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw,
+                                          pc.bs, k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr);
+        EXPECT_EQ(k2.down(), kref) << "k pool D=" << D << " nsplit " << ns;
+        EXPECT_EQ(v2.down(), vref) << "v pool D=" << D << " nsplit " << ns;
+        const auto b = o2.down();
+        for (int r = 0; r < rows; ++r)
+          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
+              << "D=" << D << " H=" << H << " KVH=" << KVH << " nsplit " << ns << " ctx " << ctx[r];
+        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0);
+      }
+      EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
+    }
+  }
+}
+
+// The prefill tiling: runs of one sequence with consecutive positions, cut at tile_rows.
+TEST(CudaKernels, AttentionPrefillTiles) {
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 9, 10, 5, 6, 0};
+  const std::vector<int32_t> seq = {0, 0, 0, 0, 0, 0, 0, 1, 1, 2};
+  std::vector<int32_t> tiles;
+  cuda::attention_prefill_tiles(pos.data(), seq.data(), 10, 3, tiles);
+  EXPECT_EQ(tiles, (std::vector<int32_t>{0, 3, 3, 2, 5, 2, 7, 2, 9, 1}));
+  EXPECT_EQ(cuda::attention_prefill_tile_rows(20, 5), 16);
+  EXPECT_EQ(cuda::attention_prefill_tile_rows(8, 8), 64);
+  EXPECT_EQ(cuda::attention_prefill_tile_rows(8, 3), 0);
+  EXPECT_THROW(cuda::attention_prefill_tiles(pos.data(), seq.data(), 10, 0, tiles), Error);
+}
+
+// Flash-style prefill attention equals attention_paged (and a double reference on a sample of rows) within
+// 1e-5 relative per row: chunks of 300 rows at position 0, 300 rows ending at position 1499 (context 1500),
+// 17 rows at 0, a single row at 0 and a decode row at 799, head_dim 64 / 128, GQA ratios 1 and 4.
+TEST(CudaKernels, AttentionPrefillMatchesPaged) {
+  REQUIRE_GPU();
+  std::mt19937 rng(47);
+  struct Chunk { int start, T; };
+  const std::vector<Chunk> chunks = {{0, 300}, {1200, 300}, {0, 17}, {0, 1}, {799, 1}};
+  std::vector<int> ctx;
+  for (const auto& c : chunks) ctx.push_back(c.start + c.T);
+  for (int D : {64, 128}) {
+    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
+      PagedCase pc(rng, H, KVH, D, ctx);
+      const int qd = H * D, ldq = qd + 2 * KVH * D;
+      std::vector<int32_t> pos, seq;
+      for (size_t s = 0; s < chunks.size(); ++s)
+        for (int t = 0; t < chunks[s].T; ++t) pos.push_back(chunks[s].start + t), seq.push_back(static_cast<int>(s));
+      const int rows = static_cast<int>(pos.size());
+      const auto q = random_floats(rng, static_cast<size_t>(rows) * ldq);
+      std::vector<int32_t> tiles;
+      const int tr = cuda::attention_prefill_tile_rows(H, KVH);
+      ASSERT_EQ(tr, 64 / (H / KVH));
+      cuda::attention_prefill_tiles(pos.data(), seq.data(), rows, tr, tiles);
+      DevBuf<float> dq(q), dk(pc.kpool), dv(pc.vpool), o1(static_cast<size_t>(rows) * qd),
+          o2(static_cast<size_t>(rows) * qd);
+      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), dtiles(tiles);
+      cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
+                            nullptr);
+      cuda::attention_prefill(dq.p, ldq, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o2.p,
+                              dtiles.p, static_cast<int>(tiles.size() / 2), nullptr);
+      const auto a = o1.down(), b = o2.down();
+      for (int r = 0; r < rows; ++r) {
+        ASSERT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
+            << "D=" << D << " H=" << H << " KVH=" << KVH << " row " << r << " pos " << pos[r];
+        if (r % 13 == 0 || r == rows - 1) {
+          const auto want = pc.ref(&q[static_cast<size_t>(r) * ldq], pos[r], seq[r]);
+          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], want.data(), qd), 1e-5) << "vs double, row " << r;
+        }
+      }
+    }
+  }
+}
+
 #endif

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -125,6 +126,12 @@ class CudaBackend final : public ForwardBackend {
   std::unique_ptr<cuda::Int8Workspace> i8ws_;  // scratch of the int8 projections (created by the first one)
   int bt_width_ = 0;
   int max_kp_ = 0, max_n_ = 0;
+  // Attention kernel choice (CudaOptions::attention_basic / TRITIUM_CUDA_ATTENTION) and per-forward state.
+  bool attn_basic_ = false;
+  int attn_split_ = 1;       // split-K chunks of this forward's decode attention (1: unsplit kernel)
+  int ntiles_ = 0;           // prefill tiles of this forward (0: per-row kernel)
+  std::vector<int32_t> tiles_h_;
+  static constexpr int kSplitMinContext = 256;  // decode contexts longer than this use split-K
 
   // Workspace (capacity in rows M, sequences S, logit rows O).
   DeviceArena ws_;
@@ -135,17 +142,20 @@ class CudaBackend final : public ForwardBackend {
   int8_t* xq_ = nullptr;
   float* inv_s_ = nullptr;
   int32_t* sumq_ = nullptr;
+  float* attn_part_ = nullptr;     // split-K partial states [capS_ * H * kAttentionMaxSplit * (D + 2)]
+  int32_t* attn_cnt_ = nullptr;    // split-K counters [capS_ * H], zero between launches
   int32_t* meta_d_ = nullptr;
   int32_t* meta_h_ = nullptr;  // pinned
   size_t meta_cap_ = 0;
   // Metadata views (device) for the current shape.
-  const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *out_d_ = nullptr, *bt_d_ = nullptr;
+  const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *out_d_ = nullptr, *bt_d_ = nullptr,
+                *tiles_d_ = nullptr;
 
   struct GraphEntry {
     int seen = 0;
     cudaGraphExec_t exec = nullptr;
   };
-  std::map<std::tuple<int, int, int, const void*>, GraphEntry> graphs_;
+  std::map<std::tuple<int, int, int, const void*, int>, GraphEntry> graphs_;  // (M, S, O, KV pool, split)
   void clear_graphs();
 };
 
@@ -208,6 +218,12 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
   TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
                 c_.head_dim);
   name_ = "cuda:" + std::to_string(o.device) + " " + cuda_device_name(o.device);
+  attn_basic_ = o.attention_basic;
+  if (const char* a = std::getenv("TRITIUM_CUDA_ATTENTION"); a && *a) {
+    const std::string v = a;
+    TRITIUM_CHECK(v == "basic" || v == "auto", "TRITIUM_CUDA_ATTENTION={}: expected basic or auto", v);
+    if (v == "basic") attn_basic_ = true;
+  }
   if (model.tp_plan()) {
     TRITIUM_CHECK(o.tp_comm, "CUDA backend: the model is a tensor-parallel shard but no NCCL communicator was given");
     TRITIUM_CHECK(o.tp_comm->rank() == model.tp_plan()->rank && o.tp_comm->world() == model.tp_plan()->world,
@@ -322,6 +338,12 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
   xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
   inv_s_ = ws_.alloc<float>(Mc);
   sumq_ = ws_.alloc<int32_t>(Mc);
+  {
+    const size_t rh = static_cast<size_t>(capS_) * c_.num_heads;
+    attn_part_ = ws_.alloc<float>(rh * cuda::kAttentionMaxSplit * (c_.head_dim + 2));
+    attn_cnt_ = ws_.alloc<int32_t>(rh);
+    check(cudaMemsetAsync(attn_cnt_, 0, rh * sizeof(int32_t), stream_), "cudaMemsetAsync (attention counters)");
+  }
   sel_ = ws_.alloc<float>(static_cast<size_t>(capO_) * Hd);
   selb_ = ws_.alloc<__nv_bfloat16>(static_cast<size_t>(capO_) * Hd);
   logits_ = ws_.alloc<float>(static_cast<size_t>(capO_) * c_.vocab_size);
@@ -417,13 +439,20 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
     if (M == S) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
-      cuda::attention_decode_rope(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
-                                  seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+      // attn_split_ > 1 (long contexts): split-K; its grid does not depend on the positions (graph-safe).
+      cuda::attention_decode_rope_split(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_,
+                                        pos_d_, seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_,
+                                        attn_split_, attn_part_, attn_cnt_, stream_);
     } else {
       cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
                           bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
-      cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                            bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+      if (ntiles_ > 0) {
+        cuda::attention_prefill(qkv_, qkvw, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
+                                bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_);
+      } else {
+        cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
+                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+      }
     }
     if (!tp_) {
       apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);
@@ -488,14 +517,40 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   int M = 0, O = 0;
   const int S = static_cast<int>(batch.size());
   bool decode_only = true;
+  int64_t max_ctx = 0;
   for (const auto& ch : batch) {
     M += static_cast<int>(ch.tokens.size());
     O += ch.all_logits ? static_cast<int>(ch.tokens.size()) : 1;
     if (ch.tokens.size() != 1 || ch.all_logits) decode_only = false;
+    max_ctx = std::max<int64_t>(max_ctx, ch.start_pos + static_cast<int64_t>(ch.tokens.size()));
   }
   ensure_workspace(M, S, O);
-  // Metadata: tokens [M], positions [M], sequence of each row [M], rows that give logits [O], tables [S, W].
-  const size_t need = static_cast<size_t>(3 * M + O) + static_cast<size_t>(S) * bt_width_;
+  // Attention kernels of this forward: split-K for decode rows (M == S) at long contexts; flash-style prefill
+  // when the chunks average at least 16 rows (tiles of 1-2 rows would serialize a long context per block).
+  attn_split_ = 1;
+  ntiles_ = 0;
+  tiles_h_.clear();
+  if (!attn_basic_) {
+    if (M == S) {
+      if (max_ctx > kSplitMinContext) attn_split_ = cuda::attention_split_count(M, c_.num_heads);
+    } else if (M >= 16 * S && cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads) > 0) {
+      tiles_h_.reserve(2 * static_cast<size_t>(M + S));
+      const int tr = cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads);
+      int r0 = 0;
+      for (const auto& ch : batch) {  // rows of one chunk: one sequence, consecutive positions
+        const int T = static_cast<int>(ch.tokens.size());
+        for (int t = 0; t < T; t += tr) {
+          tiles_h_.push_back(r0 + t);
+          tiles_h_.push_back(std::min(tr, T - t));
+        }
+        r0 += T;
+      }
+      ntiles_ = static_cast<int>(tiles_h_.size() / 2);
+    }
+  }
+  // Metadata: tokens [M], positions [M], sequence of each row [M], rows that give logits [O], tables [S, W],
+  // prefill tiles [ntiles, 2].
+  const size_t need = static_cast<size_t>(3 * M + O) + static_cast<size_t>(S) * bt_width_ + tiles_h_.size();
   if (need > meta_cap_) {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     clear_graphs();
@@ -530,16 +585,18 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
       if (ch.all_logits || t == T - 1) out[o++] = r;
     }
   }
+  std::copy(tiles_h_.begin(), tiles_h_.end(), bt + static_cast<size_t>(S) * bt_width_);
   // Views in the device buffer (same layout).
   tok_d_ = meta_d_;
   pos_d_ = tok_d_ + M;
   seq_d_ = pos_d_ + M;
   out_d_ = seq_d_ + M;
   bt_d_ = out_d_ + O;
+  tiles_d_ = bt_d_ + static_cast<size_t>(S) * bt_width_;
   check(cudaMemcpyAsync(meta_d_, meta_h_, need * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (metadata)");
   if (decode_only && opts_.graphs) {
-    GraphEntry& g = graphs_[{M, S, O, static_cast<const void*>(kv.base)}];
+    GraphEntry& g = graphs_[{M, S, O, static_cast<const void*>(kv.base), attn_split_}];
     if (g.exec) {
       check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
     } else if (g.seen++ == 0) {

@@ -33,6 +33,10 @@ struct CudaOptions {
   std::shared_ptr<NcclComm> tp_comm;
   /// Copy the logits to the host at the end of forward() (ranks other than 0 do not need them).
   bool copy_logits = true;
+  /// Attention kernels: false = automatic (split-K decode attention for contexts over 256 positions, the
+  /// flash-style prefill kernel for prefill chunks), true = the basic per-row kernels only. The environment
+  /// variable TRITIUM_CUDA_ATTENTION=basic also forces the basic kernels (=auto or unset: automatic).
+  bool attention_basic = false;
 };
 
 /// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may

@@ -243,7 +243,47 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
                               dbt.as<int32_t>(), btw, bs, kp.as<float>(), vp.as<float>(), o2.as<float>(), st);
       });
       out += fmt::format("| paged attention decode (H 20, KVH 5, D 128) | {} seqs x ctx {} | {:.2f} |\n", M, ctx, us);
+      const int ns = cuda::attention_split_count(M, H);
+      if (ns > 1) {
+        Dev part(static_cast<size_t>(M) * H * ns * (D + 2) * 4), cnt(static_cast<size_t>(M) * H * 4);
+        check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
+        const double us2 = time_graph(st, o.launches, o.reps, [&](int) {
+          cuda::attention_paged_split(q.as<float>(), qkvw, M, H, KVH, D, dpos.as<int32_t>(), dseq.as<int32_t>(),
+                                      dbt.as<int32_t>(), btw, bs, kp.as<float>(), vp.as<float>(), o2.as<float>(), ns,
+                                      part.as<float>(), cnt.as<int32_t>(), st);
+        });
+        out += fmt::format("| split-K paged attention decode, {} chunks | {} seqs x ctx {} | {:.2f} |\n", ns, M, ctx,
+                           us2);
+      }
     }
+  }
+  {  // prefill: one sequence of 512 rows at positions 0..511
+    const int H = 20, KVH = 5, D = 128, bs = 16, qkvw = H * D + 2 * KVH * D, T = 512, btw = T / bs;
+    Dev q(static_cast<size_t>(T) * qkvw * 4), kp(static_cast<size_t>(T) * KVH * D * 4),
+        vp(static_cast<size_t>(T) * KVH * D * 4), o2(static_cast<size_t>(T) * H * D * 4);
+    check(cudaMemset(q.p, 0, static_cast<size_t>(T) * qkvw * 4), "memset");
+    check(cudaMemset(kp.p, 0, static_cast<size_t>(T) * KVH * D * 4), "memset");
+    check(cudaMemset(vp.p, 0, static_cast<size_t>(T) * KVH * D * 4), "memset");
+    std::vector<int32_t> pos(T), seq(T, 0), bt(btw), tiles;
+    for (int t = 0; t < T; ++t) pos[t] = t;
+    for (int b = 0; b < btw; ++b) bt[b] = b;
+    cuda::attention_prefill_tiles(pos.data(), seq.data(), T, cuda::attention_prefill_tile_rows(H, KVH), tiles);
+    Dev dpos(T * 4), dseq(T * 4), dbt(btw * 4), dtiles(tiles.size() * 4);
+    check(cudaMemcpy(dpos.p, pos.data(), T * 4, cudaMemcpyHostToDevice), "H2D");
+    check(cudaMemcpy(dseq.p, seq.data(), T * 4, cudaMemcpyHostToDevice), "H2D");
+    check(cudaMemcpy(dbt.p, bt.data(), btw * 4, cudaMemcpyHostToDevice), "H2D");
+    check(cudaMemcpy(dtiles.p, tiles.data(), tiles.size() * 4, cudaMemcpyHostToDevice), "H2D");
+    const double basic = time_graph(st, 10, o.reps, [&](int) {
+      cuda::attention_paged(q.as<float>(), qkvw, T, H, KVH, D, dpos.as<int32_t>(), dseq.as<int32_t>(),
+                            dbt.as<int32_t>(), btw, bs, kp.as<float>(), vp.as<float>(), o2.as<float>(), st);
+    });
+    out += fmt::format("| paged attention, per-row kernel (H 20, KVH 5, D 128) | prefill {} | {:.2f} |\n", T, basic);
+    const double flash = time_graph(st, 10, o.reps, [&](int) {
+      cuda::attention_prefill(q.as<float>(), qkvw, H, KVH, D, dpos.as<int32_t>(), dseq.as<int32_t>(),
+                              dbt.as<int32_t>(), btw, bs, kp.as<float>(), vp.as<float>(), o2.as<float>(),
+                              dtiles.as<int32_t>(), static_cast<int>(tiles.size() / 2), st);
+    });
+    out += fmt::format("| flash-style prefill attention (H 20, KVH 5, D 128) | prefill {} | {:.2f} |\n", T, flash);
   }
   cublasDestroy(blas);
   cudaStreamDestroy(st);

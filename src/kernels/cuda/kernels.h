@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace tritium::cuda {
 
@@ -107,6 +108,51 @@ void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int K
                            const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                            int bt_width, int block_size, float* k_pool, float* v_pool, float* out,
                            cudaStream_t stream);
+
+/// Most chunks per (row, head) of the split-K (flash-decoding) attention below.
+inline constexpr int kAttentionMaxSplit = 16;
+
+/// Chunks per (row, head) for the split-K attention of `rows` rows x H heads on the current device: enough
+/// blocks for about two per SM, in [1, kAttentionMaxSplit] (1 = no split: use the plain kernels).
+int attention_split_count(int rows, int H);
+
+/// Split-K (flash-decoding) variants of attention_paged / attention_decode_rope for long contexts: the
+/// positions 0..pos[r] of each (row, head) are cut into at most nsplit chunks of a multiple of 64 positions
+/// (chunk = ceil((pos[r] + 1) / nsplit) rounded up to 64), each chunk run by its own block; the last block to
+/// finish merges the partial softmax states. Same results as the unsplit kernels up to float rounding of the
+/// merge (a few ulp). The grid is (rows, H, nsplit) whatever the positions, so a launch can be captured in a
+/// CUDA graph and replayed at any position. Scratch (device, preallocated by the caller):
+/// partial [rows * H * nsplit * (D + 2)] floats; counters [rows * H] int32, zero before the first call and
+/// left zero by every completed call. nsplit in [1, kAttentionMaxSplit]; nsplit == 1 runs the unsplit kernel
+/// (scratch may then be null). Throws tritium::Error on bad arguments.
+void attention_paged_split(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
+                           const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
+                           const float* k_pool, const float* v_pool, float* out, int nsplit, float* partial,
+                           int32_t* counters, cudaStream_t stream);
+void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
+                                 const float* sin_t, const int32_t* pos, const int32_t* seq,
+                                 const int32_t* block_tables, int bt_width, int block_size, float* k_pool,
+                                 float* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
+                                 cudaStream_t stream);
+
+/// Query rows per tile of attention_prefill: 64 / (H / KVH) (the tile's rows x the KV head's query heads are
+/// the block's 64 query vectors); 0 when H / KVH is not an integer in 1..64.
+int attention_prefill_tile_rows(int H, int KVH);
+
+/// Host helper: cuts rows [0, rows) into tiles for attention_prefill, runs of consecutive rows of one sequence
+/// (seq equal) with consecutive positions (pos[r + 1] == pos[r] + 1), at most tile_rows each; tiles gets
+/// (first row, row count) pairs. pos / seq are host arrays. Throws tritium::Error when tile_rows <= 0.
+void attention_prefill_tiles(const int32_t* pos, const int32_t* seq, int rows, int tile_rows,
+                             std::vector<int32_t>& tiles);
+
+/// Flash-attention-style causal GQA attention for prefill chunks, float32: same semantics as attention_paged
+/// (scale 1/sqrt(D), row r attends positions 0..pos[r] of sequence seq[r] through the paged pools, which must
+/// already hold them) for the rows covered by tiles (device [ntiles, 2] int32 from attention_prefill_tiles,
+/// with tile_rows = attention_prefill_tile_rows(H, KVH)); K/V tiles of 32 positions are shared in shared memory
+/// by all query rows and query heads of a tile. D 64 or 128. Throws tritium::Error on bad arguments.
+void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
+                       const int32_t* block_tables, int bt_width, int block_size, const float* k_pool,
+                       const float* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream);
 
 /// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);
