@@ -114,6 +114,11 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  // Invalid UTF-8 in the body: the parse error quotes the byte, the answer is still a 400 with valid JSON.
+  r = c.Post("/v1/completions", auth, "{\"prompt\": \"\xff\xfe\", \"max_tokens\": 2}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
   // Unknown model.
   json e = post_json(c, "/v1/completions", {{"model", "gpt-9"}, {"prompt", "hi"}}, &st, auth);
   EXPECT_EQ(st, 404);
