@@ -133,6 +133,13 @@ TEST(BadInput, ConfigQuantizationFieldOfWrongType) {
   expect_clean_error(gen(m.dir()), {"config.json", "linear_class", "must be a string"});
 }
 
+TEST(BadInput, ServeMaxModelLenPastTheModelContext) {
+  // Was clamped silently to max_position_embeddings. The 1-byte KV budget makes a regression fail at engine
+  // start-up instead of leaving a server running.
+  auto r = test::run_cli({"serve", "--max-model-len", "5000", "--kv-cache-memory", "1B", "--port", "0", "-t", "1"});
+  expect_clean_error(r, {"--max-model-len 5000", "max_position_embeddings 1024"});
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";
