@@ -144,6 +144,13 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   EXPECT_EQ(e["error"]["param"], "temperature");
   e = post_json(c, "/v1/chat/completions", {{"messages", "hello"}}, &st, auth);
   EXPECT_EQ(st, 400);
+  // Unimplemented parameters that change the output are refused, not ignored.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"logit_bias", {{"5", 100}}}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "logit_bias");
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"suffix", "end"}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "suffix");
   // Unknown route; /health and /metrics need no key.
   r = c.Get("/v2/nothing");
   ASSERT_TRUE(r);
