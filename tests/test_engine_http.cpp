@@ -151,6 +151,11 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"suffix", "end"}}, &st, auth);
   EXPECT_EQ(st, 400);
   EXPECT_EQ(e["error"]["param"], "suffix");
+  // Their neutral values (what some clients always send) are fine.
+  e = post_json(c, "/v1/completions",
+                {{"prompt", "hi"}, {"max_tokens", 2}, {"logit_bias", json::object()}, {"suffix", ""}, {"best_of", 1}},
+                &st, auth);
+  EXPECT_EQ(st, 200) << e.dump();
   // Unknown route; /health and /metrics need no key.
   r = c.Get("/v2/nothing");
   ASSERT_TRUE(r);
