@@ -105,6 +105,41 @@ TEST(BadInput, ConfigFieldOfWrongType) {
   expect_clean_error(gen(m.dir()), {"config.json", "num_hidden_layers"});
 }
 
+TEST(BadInput, ConfigBooleanOfWrongType) {
+  // Was an unlabelled nlohmann type_error (attention_bias) or silently ignored (tie_word_embeddings).
+  for (const char* key : {"attention_bias", "mlp_bias", "tie_word_embeddings"}) {
+    ModelCopy m;
+    auto j = m.config();
+    j[key] = "yes";
+    m.write_config(j);
+    expect_clean_error(gen(m.dir()), {"config.json", key, "true or false"});
+  }
+}
+
+TEST(BadInput, ConfigLegacyRopeScalingTypeIsRejected) {
+  // rope_scaling {"type": "linear"} (older transformers key) used to be ignored: wrong positions, no error.
+  ModelCopy m;
+  auto j = m.config();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  m.write_config(j);
+  expect_clean_error(gen(m.dir()), {"config.json", "rope_scaling.type", "linear"});
+}
+
+TEST(BadInput, ConfigQuantizationFieldOfWrongType) {
+  ModelCopy m;
+  auto j = m.config();
+  j["quantization_config"]["linear_class"] = 5;
+  m.write_config(j);
+  expect_clean_error(gen(m.dir()), {"config.json", "linear_class", "must be a string"});
+}
+
+TEST(BadInput, ServeMaxModelLenPastTheModelContext) {
+  // Was clamped silently to max_position_embeddings. The 1-byte KV budget makes a regression fail at engine
+  // start-up instead of leaving a server running.
+  auto r = test::run_cli({"serve", "--max-model-len", "5000", "--kv-cache-memory", "1B", "--port", "0", "-t", "1"});
+  expect_clean_error(r, {"--max-model-len 5000", "max_position_embeddings 1024"});
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";

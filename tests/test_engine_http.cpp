@@ -114,6 +114,11 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  // Invalid UTF-8 in the body: the parse error quotes the byte, the answer is still a 400 with valid JSON.
+  r = c.Post("/v1/completions", auth, "{\"prompt\": \"\xff\xfe\", \"max_tokens\": 2}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
   // Unknown model.
   json e = post_json(c, "/v1/completions", {{"model", "gpt-9"}, {"prompt", "hi"}}, &st, auth);
   EXPECT_EQ(st, 404);
@@ -139,6 +144,18 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   EXPECT_EQ(e["error"]["param"], "temperature");
   e = post_json(c, "/v1/chat/completions", {{"messages", "hello"}}, &st, auth);
   EXPECT_EQ(st, 400);
+  // Unimplemented parameters that change the output are refused, not ignored.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"logit_bias", {{"5", 100}}}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "logit_bias");
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"suffix", "end"}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "suffix");
+  // Their neutral values (what some clients always send) are fine.
+  e = post_json(c, "/v1/completions",
+                {{"prompt", "hi"}, {"max_tokens", 2}, {"logit_bias", json::object()}, {"suffix", ""}, {"best_of", 1}},
+                &st, auth);
+  EXPECT_EQ(st, 200) << e.dump();
   // Unknown route; /health and /metrics need no key.
   r = c.Get("/v2/nothing");
   ASSERT_TRUE(r);

@@ -74,6 +74,10 @@ int run(const ServeArgs& a) {
   ec.enable_prefix_caching = !a.no_prefix_caching;
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  // The engine would silently clamp a longer limit to the model's context (vLLM refuses it too).
+  const int64_t max_pos = lm.model->config().max_position_embeddings;
+  if (a.max_model_len > max_pos)
+    fail("--max-model-len {} exceeds the model's max_position_embeddings {}", a.max_model_len, max_pos);
   ec.max_model_len = a.max_model_len;
   ec.max_pending = a.max_pending;
   Engine engine(*lm.model, *lm.tokenizer, ec);
@@ -129,7 +133,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--block-size", a->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   sub->add_option("--max-num-seqs", a->max_num_seqs, "running sequences at most")->check(CLI::Range(1, 4096));
   sub->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "tokens per step at most")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--max-model-len", a->max_model_len, "context limit (default: max_position_embeddings)");
+  sub->add_option("--max-model-len", a->max_model_len, "context limit (default: max_position_embeddings)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching, "disable automatic prefix caching");
   sub->add_option("--max-body-size", a->max_body, "largest request body (default 4MiB; larger -> 413)");
   sub->add_option("--max-pending", a->max_pending, "requests in flight at most (more -> 429)")->check(CLI::Range(1, 1 << 30));

@@ -74,7 +74,9 @@ int gold_field(const nlohmann::json& row, size_t n_choices, const std::string& w
 std::vector<TaskDoc> load_task_docs(const std::string& task, const std::string& jsonl_path, int limit) {
   const TaskType type = eval_task_type(task);
   std::ifstream in(jsonl_path, std::ios::binary);
-  if (!in) fail("{}: cannot open the {} data file", jsonl_path, task);
+  if (!in)
+    fail("{}: cannot open the {} data file (point --data or $TRITIUM_EVAL_DATA at a folder of <task>.jsonl)",
+         jsonl_path, task);
   std::vector<TaskDoc> docs;
   std::string line;
   int64_t lineno = 0;

@@ -38,6 +38,20 @@ int get_int(const nlohmann::json& j, const char* key, const std::string& file) {
   return v.get<int>();
 }
 
+// An optional boolean field: `def` when absent or null, else it must be true/false.
+bool get_bool(const nlohmann::json& j, const char* key, bool def, const std::string& file) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_boolean()) fail("{}: field '{}' must be true or false, got {}", file, key, j[key].dump());
+  return j[key].get<bool>();
+}
+
+// An optional string field: `def` when absent or null, else it must be a string.
+std::string get_string(const nlohmann::json& j, const char* key, const std::string& def, const std::string& file) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_string()) fail("{}: field '{}' must be a string, got {}", file, key, j[key].dump());
+  return j[key].get<std::string>();
+}
+
 std::vector<int32_t> id_list(const nlohmann::json& v, const char* key, const std::string& file) {
   std::vector<int32_t> out;
   if (v.is_null()) return out;
@@ -108,8 +122,11 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
         c.rope_theta = rp["rope_theta"].get<double>();
         have_theta = true;
       }
-      if (rp.contains("rope_type") && rp["rope_type"].is_string() && rp["rope_type"] != "default")
-        fail("{}: {}.rope_type '{}' is not supported (only 'default')", file, k, rp["rope_type"].get<std::string>());
+      // "type" is the key older transformers versions wrote (linear, dynamic, yarn, ...).
+      for (const char* tk : {"rope_type", "type"}) {
+        if (rp.contains(tk) && rp[tk].is_string() && rp[tk] != "default")
+          fail("{}: {}.{} '{}' is not supported (only 'default')", file, k, tk, rp[tk].get<std::string>());
+      }
     }
   }
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) {
@@ -117,28 +134,26 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
     have_theta = true;
   }
   (void)have_theta;  // HF default 10000 applies when absent
-  if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer())
+  if (j.contains("max_position_embeddings") && !j["max_position_embeddings"].is_null())
     c.max_position_embeddings = get_int(j, "max_position_embeddings", file);
-  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
-    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
-  const bool attention_bias = j.value("attention_bias", false);
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", c.tie_word_embeddings, file);
+  const bool attention_bias = get_bool(j, "attention_bias", false, file);
   c.qkv_bias = c.arch == Arch::kQwen2 || attention_bias;
   c.o_bias = c.arch != Arch::kQwen2 && attention_bias;
-  c.mlp_bias = j.value("mlp_bias", false);
-  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string()
-                              ? j["hidden_act"].get<std::string>()
-                              : (c.arch == Arch::kBitNet ? "relu2" : "silu");
+  c.mlp_bias = get_bool(j, "mlp_bias", false, file);
+  const std::string act = get_string(j, "hidden_act", c.arch == Arch::kBitNet ? "relu2" : "silu", file);
   if (act == "silu" || act == "swish") c.hidden_act = Activation::kSilu;
   else if (act == "relu2") c.hidden_act = Activation::kRelu2;
   else fail("{}: unsupported hidden_act '{}' (supported: silu, relu2)", file, act);
   c.sub_norms = c.arch == Arch::kBitNet;
 
-  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
     const auto& q = j["quantization_config"];
-    const std::string method = q.value("quant_method", "");
+    if (!q.is_object()) fail("{}: field 'quantization_config' must be an object, got {}", file, q.dump());
+    const std::string method = get_string(q, "quant_method", "", file);
     if (method == "bitnet") {
       c.bitnet_quant = true;
-      const std::string lc = q.value("linear_class", "autobitlinear");
+      const std::string lc = get_string(q, "linear_class", "autobitlinear", file);
       if (lc == "autobitlinear") c.bitnet_scale_mode = BitNetScaleMode::kMultiply;
       else if (lc == "bitlinear") c.bitnet_scale_mode = BitNetScaleMode::kDivide;
       else fail("{}: unsupported quantization_config.linear_class '{}'", file, lc);

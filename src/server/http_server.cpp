@@ -94,7 +94,7 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
     } else {
       e.message = fmt::format("HTTP {}", res.status);
     }
-    res.set_content(error_json(e).dump(), "application/json");
+    res.set_content(error_json(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   });
   svr_.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     ApiError e;
@@ -154,7 +154,9 @@ OpenAIServer::~OpenAIServer() {
 
 void OpenAIServer::send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(error_json(e).dump(), "application/json");
+  // An error message may quote the client's bytes (a JSON parse error echoes the offending byte): invalid
+  // UTF-8 there becomes U+FFFD instead of making dump() throw (which turned a 400 into a 500).
+  res.set_content(error_json(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 int OpenAIServer::bind() {

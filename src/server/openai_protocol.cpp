@@ -107,6 +107,13 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
       throw e;
     }
   }
+  // Parameters that change the output but are not implemented: refuse them rather than ignore them silently.
+  if (b.contains("logit_bias") && !b["logit_bias"].is_null() && !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
+    bad("logit_bias", "'logit_bias' is not supported");
+  if (b.contains("suffix") && !b["suffix"].is_null() && !(b["suffix"].is_string() && b["suffix"].get_ref<const std::string&>().empty()))
+    bad("suffix", "'suffix' is not supported");
+  if (b.contains("best_of") && !b["best_of"].is_null() && b["best_of"] != 1)
+    bad("best_of", "'best_of' other than 1 is not supported");
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {
