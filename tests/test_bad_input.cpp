@@ -140,6 +140,13 @@ TEST(BadInput, ServeMaxModelLenPastTheModelContext) {
   expect_clean_error(r, {"--max-model-len 5000", "max_position_embeddings 1024"});
 }
 
+TEST(BadInput, ServeKvPoolSmallerThanOneSequence) {
+  // 1 MiB of f32 KV for tiny-bitnet = 128 tokens < max_model_len 1024: answers would be cut short; vLLM refuses too.
+  // Port 1 fails to bind if a regression gets that far, so no server is left running.
+  auto r = test::run_cli({"serve", "--kv-cache-memory", "1MiB", "--port", "1", "-t", "1"});
+  expect_clean_error(r, {"KV cache holds", "max_model_len 1024"});
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";

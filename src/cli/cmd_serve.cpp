@@ -81,6 +81,13 @@ int run(const ServeArgs& a) {
   ec.max_model_len = a.max_model_len;
   ec.max_pending = a.max_pending;
   Engine engine(*lm.model, *lm.tokenizer, ec);
+  // As vLLM: a KV pool that cannot hold one sequence of max_model_len tokens is a start-up error, not answers
+  // silently cut short later.
+  const int64_t pool_tokens = engine.config().num_blocks * engine.config().block_size;
+  if (pool_tokens < engine.max_model_len())
+    fail("the KV cache holds {} tokens, less than max_model_len {}: raise --kv-cache-memory / --kv-cache-fraction "
+         "or lower --max-model-len",
+         pool_tokens, engine.max_model_len());
   fmt::print(stderr, "{}\n", engine.kv_summary());
 
   std::optional<ChatTemplateFiles> chat;

@@ -190,7 +190,7 @@ std::unique_ptr<Transformer> start_under_mpi(const Transformer& full, int world,
                 world);
   const MpiWorld mw = mpi_init();
   TRITIUM_CHECK(mw.size == world,
-                "--tensor-parallel {} under mpirun with {} processes: start exactly one process per rank (mpirun -np {})",
+                "--tensor-parallel {} under mpirun with {} process(es): start exactly one process per rank (mpirun -np {})",
                 world, mw.size, world);
   (void)make_tp_plan(full, mw.rank, world);  // the clear error on every rank before any collective
   const int device = cuda.device + mw.local_rank;
