@@ -286,6 +286,26 @@ __device__ __forceinline__ uint32_t bitcos_expand(uint32_t m4, uint32_t s4) {
   return out;
 }
 
+// The sign window of a lane's group in one round: warp inclusive scan of __popc(mask) from the row's bit `base`
+// (advanced past the round), then the two sign words holding bits p .. p + 31 (read only when the group has
+// non-zeros: then p < the row's non-zeros, so both words lie in the row's stream or the trailing word).
+__device__ __forceinline__ void bitcos_locate(uint32_t mask, const uint32_t* __restrict__ sr, int lane,
+                                              uint32_t& base, uint32_t& w0, uint32_t& w1, uint32_t& p) {
+  const int cnt = __popc(mask);
+  int incl = cnt;
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += v;
+  }
+  p = base + static_cast<uint32_t>(incl - cnt);
+  base += static_cast<uint32_t>(__shfl_sync(0xffffffffu, incl, 31));
+  if (cnt) {
+    w0 = __ldg(sr + p / 32);
+    w1 = __ldg(sr + p / 32 + 1);
+  }
+}
+
 template <int M>
 __global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __restrict__ masks,
                                                           const uint32_t* __restrict__ row_offsets,
@@ -298,7 +318,12 @@ __global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __rest
   const int rr = row < n ? row : n - 1;  // rows past n compute row n - 1 and store nothing
   const uint32_t* mr = masks + static_cast<int64_t>(rr) * groups;
   const uint32_t* sr = signs + __ldg(row_offsets + rr);
-  uint32_t mask = lane < groups ? __ldg(mr + lane) : 0u;  // first round's weights before the wait
+  // Round r covers groups 32 r .. 32 r + 31. Software pipeline: the sign words of round r + 1 and the masks of
+  // round r + 2 are in flight while round r is multiplied; round 0's weights are loaded before the wait.
+  uint32_t base = 0;  // sign bits of the row located so far
+  uint32_t cm = lane < groups ? __ldg(mr + lane) : 0u, cw0 = 0, cw1 = 0, cp = 0;
+  bitcos_locate(cm, sr, lane, base, cw0, cw1, cp);
+  uint32_t nm = lane + 32 < groups ? __ldg(mr + lane + 32) : 0u;
   for (int i = threadIdx.x; i < 256; i += blockDim.x) tab[i] = bitcos_expand(i >> 4, i & 15);
   pdl_trigger();
   pdl_wait();
@@ -307,26 +332,14 @@ __global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __rest
   int acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0;
-  uint32_t base = 0;  // sign bits of the row consumed by earlier rounds
   for (int g0 = 0; g0 < groups; g0 += 32) {
     const int g = g0 + lane;
-    const int cnt = __popc(mask);
-    int incl = cnt;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += v;
-    }
-    const uint32_t p = base + static_cast<uint32_t>(incl - cnt);
-    base += static_cast<uint32_t>(__shfl_sync(0xffffffffu, incl, 31));
-    uint32_t s = 0;
-    if (cnt) {  // p < the row's non-zeros: both words lie in the row's stream or the trailing word
-      const uint32_t w0 = __ldg(sr + p / 32), w1 = __ldg(sr + p / 32 + 1);
-      s = __funnelshift_r(w0, w1, p % 32);
-    }
-    const uint32_t cur = mask;
-    const int gn = g + 32;
-    mask = gn < groups ? __ldg(mr + gn) : 0u;  // next round's mask in flight
+    uint32_t nw0 = 0, nw1 = 0, np = 0;
+    if (g0 + 32 < groups) bitcos_locate(nm, sr, lane, base, nw0, nw1, np);  // warp-uniform condition
+    const uint32_t nnm = g + 64 < groups ? __ldg(mr + g + 64) : 0u;
+    const uint32_t cur = cm;
+    uint32_t s = __funnelshift_r(cw0, cw1, cp % 32);
+    cm = nm, cw0 = nw0, cw1 = nw1, cp = np, nm = nnm;
     if (cur) {
       uint32_t code[8];
 #pragma unroll
