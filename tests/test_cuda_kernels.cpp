@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/ternary_bitcos_gpu.h"
 #include "kernels/cuda/ternary_tc2.h"
 #include "model/linear.h"
 #include "runtime/cuda_backend.h"
@@ -54,6 +55,49 @@ TEST(CudaTc2, PackRoundTripRagged) {
   }
   int8_t bad = 2;
   EXPECT_THROW(cuda::pack_tc2(&bad, 1, 1), Error);
+}
+
+
+// GPU BITCOS packing: exact round trip, the documented words, and the size bound (2 - z bits/weight + < 64 / k).
+TEST(CudaBitcos, PackRoundTripRagged) {
+  std::mt19937 rng(13);
+  for (double z : {0.0, 0.36, 0.9, 1.0}) {
+    for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {3, 17}, {5, 31}, {64, 64}, {65, 100}, {7, 2560},
+                                                        {130, 2567}}) {
+      const auto w = random_ternary(rng, n, k, z);
+      const auto b = cuda::pack_bitcos_gpu(w.data(), n, k);
+      ASSERT_EQ(b.kp, (k + 63) / 64 * 64);
+      ASSERT_EQ(b.groups, b.kp / 32);
+      ASSERT_EQ(static_cast<int64_t>(b.masks.size()), n * b.groups);
+      ASSERT_EQ(static_cast<int64_t>(b.row_offsets.size()), n + 1);
+      ASSERT_EQ(b.signs.size(), b.row_offsets[n] + 1u);
+      EXPECT_EQ(b.signs.back(), 0u);
+      EXPECT_EQ(cuda::unpack_bitcos_gpu(b), w) << n << "x" << k << " z=" << z;
+      // Layout spot check: presence bits, each row's sign words = ceil(nonzeros / 32), first sign bits.
+      uint64_t nz = 0;
+      for (int r = 0; r < n; ++r) {
+        int row_nz = 0, first_sign = -1;
+        for (int c = 0; c < k; ++c) {
+          const bool present = (b.masks[static_cast<size_t>(r * b.groups + c / 32)] >> (c % 32)) & 1u;
+          ASSERT_EQ(present, w[static_cast<size_t>(r) * k + c] != 0) << r << "," << c;
+          if (present && first_sign < 0) first_sign = w[static_cast<size_t>(r) * k + c] < 0;
+          row_nz += present;
+        }
+        EXPECT_EQ(b.row_offsets[r + 1] - b.row_offsets[r], static_cast<uint32_t>((row_nz + 31) / 32));
+        if (first_sign >= 0) {
+          EXPECT_EQ(static_cast<int>(b.signs[b.row_offsets[r]] & 1u), first_sign);
+        }
+        nz += static_cast<uint64_t>(row_nz);
+      }
+      EXPECT_EQ(b.nonzeros, nz);
+      const double zeros = 1.0 - static_cast<double>(nz) / (static_cast<double>(n) * k);
+      const double bound = static_cast<double>(b.kp) / k + (1.0 - zeros) + 64.0 / k + 64.0 / (static_cast<double>(n) * k);
+      EXPECT_LE(b.bits_per_weight(), bound) << n << "x" << k;
+    }
+  }
+  int8_t bad = -2;
+  EXPECT_THROW(cuda::pack_bitcos_gpu(&bad, 1, 1), Error);
+  EXPECT_THROW(cuda::pack_bitcos_gpu(&bad, 0, 1), Error);
 }
 
 #if !TRITIUM_HAVE_CUDA
@@ -170,6 +214,71 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
     auto got = dadd.down();
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], base[i] + ref[i]) << i;
   }
+}
+
+// BITCOS GEMV: int32 sums equal the scalar reference exactly, and the dequantized projection (plain and
+// residual-add, three segments) equals the tc2 ternary_matmul bit for bit.
+TEST(CudaKernels, BitcosGemvExactAndBitIdenticalToTc2) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> xd(-128, 127);
+  struct Shape { int n, k; };
+  for (double z : {0.0, 0.36, 0.9}) {
+    for (Shape sh : {Shape{1, 1}, Shape{37, 100}, Shape{64, 64}, Shape{5, 2049}, Shape{130, 2560}, Shape{515, 1000},
+                     Shape{33, 6912}}) {
+      const auto w = random_ternary(rng, sh.n, sh.k, z);
+      const auto b = cuda::pack_bitcos_gpu(w.data(), sh.n, sh.k);
+      const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
+      ASSERT_EQ(b.kp, s.kp);
+      DevBuf<uint32_t> dm(b.masks), dro(b.row_offsets), dsg(b.signs), dw(cuda::pack_tc2(w.data(), sh.n, sh.k));
+      for (int M : {1, 2, 3, 5, 8}) {
+        std::vector<int8_t> xp(static_cast<size_t>(M) * s.kp, 0);
+        std::vector<int32_t> sum(M, 0), ref(static_cast<size_t>(M) * sh.n);
+        std::vector<float> inv(M);
+        for (int m = 0; m < M; ++m) {
+          for (int k = 0; k < sh.k; ++k) {
+            const int v = xd(rng);
+            xp[static_cast<size_t>(m) * s.kp + k] = static_cast<int8_t>(v);
+            sum[m] += v;
+          }
+          inv[m] = 0.0037f * static_cast<float>(m + 1);
+        }
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < sh.n; ++n) {
+            int32_t a = 0;
+            for (int k = 0; k < sh.k; ++k)
+              a += static_cast<int32_t>(xp[static_cast<size_t>(m) * s.kp + k]) * w[static_cast<size_t>(n) * sh.k + k];
+            ref[static_cast<size_t>(m) * sh.n + n] = a;
+          }
+        DevBuf<int8_t> dx(xp);
+        DevBuf<int32_t> ds(sum);
+        DevBuf<float> dinv(inv);
+        DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);
+        cuda::ternary_bitcos_gemv_i32(dm.p, dro.p, dsg.p, sh.n, static_cast<int>(b.kp), dx.p, M, acc.p, nullptr);
+        EXPECT_EQ(acc.down(), ref) << sh.n << "x" << sh.k << " M=" << M << " z=" << z;
+        cuda::TernaryEpilogue ep;
+        ep.seg_end[0] = sh.n / 3, ep.seg_end[1] = sh.n / 2, ep.seg_end[2] = sh.n;
+        ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
+        ep.ldy = sh.n;
+        const auto base = random_floats(rng, static_cast<size_t>(M) * sh.n);
+        for (bool add : {false, true}) {
+          DevBuf<float> y1(base), y2(base);
+          ep.add = add;
+          ep.y = y1.p;
+          cuda::ternary_matmul(dw.p, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dx.p, ds.p, dinv.p, M, ep,
+                               nullptr);
+          ep.y = y2.p;
+          cuda::ternary_bitcos_gemv(dm.p, dro.p, dsg.p, sh.n, static_cast<int>(b.kp), dx.p, dinv.p, M, ep, nullptr);
+          const auto a1 = y1.down(), a2 = y2.down();
+          ASSERT_EQ(a1.size(), a2.size());
+          EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(float)), 0)
+              << sh.n << "x" << sh.k << " M=" << M << " z=" << z << " add=" << add;
+        }
+      }
+    }
+  }
+  EXPECT_THROW(cuda::ternary_bitcos_gemv_i32(nullptr, nullptr, nullptr, 4, 64, nullptr, 9, nullptr, nullptr), Error);
+  EXPECT_THROW(cuda::ternary_bitcos_gemv_i32(nullptr, nullptr, nullptr, 4, 100, nullptr, 1, nullptr, nullptr), Error);
 }
 
 // Quantization alone is exact; RMSNorm within 1e-6 relative, and its quantization exact given its output.

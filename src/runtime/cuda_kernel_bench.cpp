@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/ternary_bitcos_gpu.h"
 #include "kernels/cuda/ternary_tc2.h"
 #include "runtime/cuda_backend.h"
 
@@ -70,6 +72,45 @@ double copy_bw(cudaStream_t st, int reps) {
   return 2.0 * static_cast<double>(bytes) / (us * 1e-6) / 1e9;
 }
 
+struct Shape2 { int n, k; };
+
+/// GPU BITCOS weights of one shape on the device, rotated over copies (cold L2): masks | row offsets | signs
+/// per copy, each buffer 256-byte aligned.
+struct BitcosDev {
+  cuda::BitcosGpu b;
+  size_t off_ro = 0, off_sg = 0, stride = 0;
+  int copies = 1;
+  std::unique_ptr<Dev> mem;
+  BitcosDev(const Shape2& sh, double z, uint32_t seed, size_t rotate_bytes) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<int8_t> w(static_cast<size_t>(sh.n) * sh.k);
+    for (auto& v : w) {
+      const double r = u(rng);
+      v = r < z ? 0 : (r < z + (1 - z) / 2 ? 1 : -1);
+    }
+    b = cuda::pack_bitcos_gpu(w.data(), sh.n, sh.k);
+    auto al = [](size_t x) { return (x + 255) / 256 * 256; };
+    off_ro = al(b.masks.size() * 4);
+    off_sg = off_ro + al(b.row_offsets.size() * 4);
+    stride = off_sg + al(b.signs.size() * 4);
+    copies = static_cast<int>(std::max<size_t>(1, (rotate_bytes + stride - 1) / stride));
+    mem = std::make_unique<Dev>(stride * copies);
+    for (int c = 0; c < copies; ++c) {
+      uint8_t* p = mem->as<uint8_t>() + c * stride;
+      check(cudaMemcpy(p, b.masks.data(), b.masks.size() * 4, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(p + off_ro, b.row_offsets.data(), b.row_offsets.size() * 4, cudaMemcpyHostToDevice), "H2D");
+      check(cudaMemcpy(p + off_sg, b.signs.data(), b.signs.size() * 4, cudaMemcpyHostToDevice), "H2D");
+    }
+  }
+  void gemv(int copy, const int8_t* xq, const float* inv_s, int M, const cuda::TernaryEpilogue& ep,
+            cudaStream_t st) const {
+    const uint8_t* p = mem->as<uint8_t>() + static_cast<size_t>(copy % copies) * stride;
+    cuda::ternary_bitcos_gemv(reinterpret_cast<const uint32_t*>(p), reinterpret_cast<const uint32_t*>(p + off_ro),
+                              reinterpret_cast<const uint32_t*>(p + off_sg), static_cast<int>(b.n),
+                              static_cast<int>(b.kp), xq, inv_s, M, ep, st);
+  }
+};
 }  // namespace
 
 double cuda_copy_bandwidth_gbs(int device) {
@@ -137,6 +178,13 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
     Dev bw(bbytes * bcopies);
     for (int c = 0; c < bcopies; ++c)
       check(cudaMemcpy(bw.as<uint8_t>() + c * bbytes, wb.data(), bbytes, cudaMemcpyHostToDevice), "H2D");
+    // BITCOS GEMV rows (M <= 8): random ternary weights at z = 0.36 (as 2B4T), and z = 0.9 at M = 1.
+    std::unique_ptr<BitcosDev> bc36, bc90;
+    if (std::any_of(batches.begin(), batches.end(), [](int M) { return M <= 8; })) {
+      bc36 = std::make_unique<BitcosDev>(Shape2{sh.n, sh.k}, 0.36, 36, o.rotate_bytes);
+      if (std::find(batches.begin(), batches.end(), 1) != batches.end())
+        bc90 = std::make_unique<BitcosDev>(Shape2{sh.n, sh.k}, 0.9, 90, o.rotate_bytes);
+    }
     for (int M : batches) {
       std::vector<int8_t> xq(static_cast<size_t>(M) * s.kp, 0);
       std::vector<__nv_bfloat16> xb(static_cast<size_t>(M) * sh.k);
@@ -190,6 +238,22 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
                            sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
                            blas_cold / cold, blas_hot / hot);
+      }
+      for (const BitcosDev* bc : {bc36.get(), M == 1 ? bc90.get() : nullptr}) {
+        if (!bc || M > 8) continue;
+        auto run = [&](bool cold_l2, int i) {
+          bc->gemv(cold_l2 ? i : 0, dxq.as<int8_t>(), dinv.as<float>(), M, ep, st);
+        };
+        const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(true, i); });
+        const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(false, i); });
+        const double bytes = static_cast<double>(bc->b.bytes()) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
+        const double gbs = bytes / (cold * 1e-6) / 1e9;
+        const double z = 1.0 - static_cast<double>(bc->b.nonzeros) / (static_cast<double>(sh.n) * sh.k);
+        out += fmt::format(
+            "| {} | {} | GEMV BITCOS dp4a, z {:.2f} ({:.3f} bits/weight) | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | "
+            "{:.2f} | {:.2f}x ({:.2f}x) |\n",
+            sh.name, M, z, bc->b.bits_per_weight(), cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
+            blas_cold / cold, blas_hot / hot);
       }
     }
   }

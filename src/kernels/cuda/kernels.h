@@ -54,6 +54,20 @@ void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, 
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
                         int32_t* acc, cudaStream_t stream, int kernel = 0, int lanes_per_row = 0);
 
+/// Ternary GEMV over the GPU BITCOS layout (pack_bitcos_gpu in ternary_bitcos_gpu.h: masks [n, kp / 32],
+/// row_offsets [n + 1], signs, all uint32 device buffers) with int8 activations xq [M, kp] (zero-padded past k,
+/// the same buffer as for ternary_matmul), 1 <= M <= 8 tokens, dequantization multipliers inv_s [M] and the
+/// same epilogue as ternary_matmul: the int32 sums are exact, so y equals ternary_matmul's bit for bit.
+/// One warp per weight row (dp4a on weights expanded from the bitmap and the compacted signs); no row-sum
+/// input is needed. Throws tritium::Error on bad arguments (kp not a positive multiple of 64, M outside 1..8).
+void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
+                         const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& ep,
+                         cudaStream_t stream);
+
+/// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernel.
+void ternary_bitcos_gemv_i32(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n,
+                             int kp, const int8_t* xq, int M, int32_t* acc, cudaStream_t stream);
+
 /// Optional RMSNorm (weight != nullptr) then per-token absmax int8 quantization of rows of x [*, D] (stride ldx).
 /// Row r of the output reads input row (row_map ? row_map[r] : r). RMSNorm as kernels/cpu rms_norm (sum of
 /// squares in double, y = weight * (x * inv)); quantization as quantize_rows_absmax_i8 (s = 127 / max(amax,

@@ -1,4 +1,5 @@
-// tritium kernels/cuda: ternary (tc2) x int8 GEMV (dp4a) and GEMM (int8 tensor-core MMA), int32 accumulation.
+// tritium kernels/cuda: ternary (tc2) x int8 GEMV (dp4a) and GEMM (int8 tensor-core MMA), and the BITCOS-layout
+// GEMV (dp4a), int32 accumulation.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -266,6 +267,134 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   }
 }
 
+
+// BITCOS GEMV (layout: ternary_bitcos_gpu.h): one warp per weight row, lane l takes groups l, l + 32, ... of 32
+// weights. Per round of 32 groups the lanes load their presence masks (coalesced), a warp inclusive scan of
+// __popc(mask) gives each lane the position of its first sign bit in the row's stream, and the lane reads a
+// 32-bit window of signs there (two words, funnel shift). Each 4-weight nibble becomes one dp4a operand of
+// int8 weights (+1 / -1 / 0) through a 256-word shared table indexed by (mask nibble, next 4 sign bits); the
+// sign window then advances by __popc(nibble). The operands are the weights themselves, so the int32 sums are
+// the exact dot products (no row-sum correction).
+__device__ __forceinline__ uint32_t bitcos_expand(uint32_t m4, uint32_t s4) {
+  uint32_t out = 0;
+  int e = 0;
+  for (int j = 0; j < 4; ++j) {
+    if (!((m4 >> j) & 1u)) continue;
+    out |= (((s4 >> e) & 1u) ? 0xFFu : 0x01u) << (8 * j);
+    ++e;
+  }
+  return out;
+}
+
+// The sign window of a lane's group in one round: warp inclusive scan of __popc(mask) from the row's bit `base`
+// (advanced past the round), then the two sign words holding bits p .. p + 31 (read only when the group has
+// non-zeros: then p < the row's non-zeros, so both words lie in the row's stream or the trailing word).
+__device__ __forceinline__ void bitcos_locate(uint32_t mask, const uint32_t* __restrict__ sr, int lane,
+                                              uint32_t& base, uint32_t& w0, uint32_t& w1, uint32_t& p) {
+  const int cnt = __popc(mask);
+  int incl = cnt;
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += v;
+  }
+  p = base + static_cast<uint32_t>(incl - cnt);
+  base += static_cast<uint32_t>(__shfl_sync(0xffffffffu, incl, 31));
+  if (cnt) {
+    w0 = __ldg(sr + p / 32);
+    w1 = __ldg(sr + p / 32 + 1);
+  }
+}
+
+template <int M>
+__global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __restrict__ masks,
+                                                          const uint32_t* __restrict__ row_offsets,
+                                                          const uint32_t* __restrict__ signs, int n, int groups,
+                                                          const int8_t* __restrict__ xq, int kp,
+                                                          const float* __restrict__ inv_s, Epi ep) {
+  __shared__ uint32_t tab[256];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = blockIdx.x * 4 + warp;
+  const int rr = row < n ? row : n - 1;  // rows past n compute row n - 1 and store nothing
+  const uint32_t* mr = masks + static_cast<int64_t>(rr) * groups;
+  const uint32_t* sr = signs + __ldg(row_offsets + rr);
+  // Round r covers groups 32 r .. 32 r + 31. Software pipeline: the sign words of round r + 1 and the masks of
+  // round r + 2 are in flight while round r is multiplied; round 0's weights are loaded before the wait.
+  uint32_t base = 0;  // sign bits of the row located so far
+  uint32_t cm = lane < groups ? __ldg(mr + lane) : 0u, cw0 = 0, cw1 = 0, cp = 0;
+  bitcos_locate(cm, sr, lane, base, cw0, cw1, cp);
+  uint32_t nm = lane + 32 < groups ? __ldg(mr + lane + 32) : 0u;
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) tab[i] = bitcos_expand(i >> 4, i & 15);
+  pdl_trigger();
+  pdl_wait();
+  __syncthreads();
+
+  int acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0;
+  for (int g0 = 0; g0 < groups; g0 += 32) {
+    const int g = g0 + lane;
+    uint32_t nw0 = 0, nw1 = 0, np = 0;
+    if (g0 + 32 < groups) bitcos_locate(nm, sr, lane, base, nw0, nw1, np);  // warp-uniform condition
+    const uint32_t nnm = g + 64 < groups ? __ldg(mr + g + 64) : 0u;
+    const uint32_t cur = cm;
+    uint32_t s = __funnelshift_r(cw0, cw1, cp % 32);
+    cm = nm, cw0 = nw0, cw1 = nw1, cp = np, nm = nnm;
+    if (cur) {
+      uint32_t code[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t m4 = (cur >> (4 * j)) & 15u;
+        code[j] = tab[(m4 << 4) | (s & 15u)];
+        s >>= __popc(m4);
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const uint4* xv = reinterpret_cast<const uint4*>(xq + static_cast<int64_t>(m) * kp + 32 * g);
+        const uint4 a = __ldg(xv), b = __ldg(xv + 1);
+        int t = acc[m];
+        t = __dp4a(static_cast<int>(code[0]), static_cast<int>(a.x), t);
+        t = __dp4a(static_cast<int>(code[1]), static_cast<int>(a.y), t);
+        t = __dp4a(static_cast<int>(code[2]), static_cast<int>(a.z), t);
+        t = __dp4a(static_cast<int>(code[3]), static_cast<int>(a.w), t);
+        t = __dp4a(static_cast<int>(code[4]), static_cast<int>(b.x), t);
+        t = __dp4a(static_cast<int>(code[5]), static_cast<int>(b.y), t);
+        t = __dp4a(static_cast<int>(code[6]), static_cast<int>(b.z), t);
+        t = __dp4a(static_cast<int>(code[7]), static_cast<int>(b.w), t);
+        acc[m] = t;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  }
+  if (row < n) {
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      if (m == lane) store_result(ep, n, m, row, acc[m], ep.acc_out ? 0.f : inv_s[m]);
+  }
+}
+
+void run_bitcos(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
+                const int8_t* xq, const float* inv_s, int M, const Epi& ep, cudaStream_t st) {
+  if (n <= 0 || kp <= 0 || kp % 64 || M <= 0 || M > 8) {
+    check(cudaErrorInvalidValue, "ternary_bitcos_gemv (bad shape: n > 0, kp a multiple of 64, 1 <= M <= 8)");
+  }
+  const dim3 grid((n + 3) / 4), block(128);
+  switch (M) {
+#define TRITIUM_BITCOS_CASE(MM)                                                                                    \
+  case MM:                                                                                                         \
+    launch(bitcos_gemv_kernel<MM>, grid, block, 0, st, "ternary BITCOS GEMV", masks, row_offsets, signs, n, kp / 32, \
+           xq, kp, inv_s, ep);                                                                                     \
+    break;
+    TRITIUM_BITCOS_CASE(1) TRITIUM_BITCOS_CASE(2) TRITIUM_BITCOS_CASE(3) TRITIUM_BITCOS_CASE(4)
+    TRITIUM_BITCOS_CASE(5) TRITIUM_BITCOS_CASE(6) TRITIUM_BITCOS_CASE(7) TRITIUM_BITCOS_CASE(8)
+#undef TRITIUM_BITCOS_CASE
+  }
+}
+
 }  // namespace
 
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
@@ -280,6 +409,19 @@ void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* 
                         int32_t* acc, cudaStream_t stream, int kernel, int lanes_per_row) {
   Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
   run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, lanes_per_row);
+}
+
+void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
+                         const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream) {
+  Epi ep{e.y, e.ldy, e.add ? 1 : 0, e.seg_end[0], e.seg_end[1], e.seg_scale[0], e.seg_scale[1], e.seg_scale[2],
+         nullptr};
+  run_bitcos(masks, row_offsets, signs, n, kp, xq, inv_s, M, ep, stream);
+}
+
+void ternary_bitcos_gemv_i32(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n,
+                             int kp, const int8_t* xq, int M, int32_t* acc, cudaStream_t stream) {
+  Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
+  run_bitcos(masks, row_offsets, signs, n, kp, xq, nullptr, M, ep, stream);
 }
 
 }  // namespace tritium::cuda
