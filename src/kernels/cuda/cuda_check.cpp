@@ -17,10 +17,25 @@ void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
 namespace {
 std::atomic<bool> g_dependent_launch{true};
+
+/// Programmatic dependent launch needs compute capability 9.0 (Hopper); on A100 / A10-class GPUs (sm_80 / sm_86)
+/// kernels launch ordinarily (their griddepcontrol instructions compile to nothing there).
+bool device_supports_pdl() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return ok;
+}
 }  // namespace
 
 void set_dependent_launch(bool on) { g_dependent_launch.store(on); }
-bool dependent_launch() { return g_dependent_launch.load(); }
+bool dependent_launch() { return g_dependent_launch.load() && device_supports_pdl(); }
 
 }  // namespace tritium::cuda
 #endif
