@@ -147,6 +147,15 @@ TEST(BadInput, ServeKvPoolSmallerThanOneSequence) {
   expect_clean_error(r, {"KV cache holds", "max_model_len 1024"});
 }
 
+TEST(BadInput, WeightsFormatOnAFloatModelIsAWarning) {
+  REQUIRE_SHARED_DATA(shared);
+  // Was silently ignored: --weights only repacks ternary projections.
+  auto r = test::run_cli({"generate", "-m", shared + "/models/tiny-qwen2", "--weights", "tq1", "-p", "Hello", "-n", "2",
+                          "--temp", "0", "-t", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --weights tq1 ignored"), std::string::npos) << r.err;
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";

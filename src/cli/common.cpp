@@ -101,6 +101,15 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   const auto t0 = std::chrono::steady_clock::now();
   const LoadOptions lo = make_load_options(o);
   lm.model = load_transformer(lm.dir, lo);
+  if (lo.ternary_format_explicit) {
+    bool any_ternary = false;
+    for (const auto& L : lm.model->layers())
+      any_ternary = any_ternary || dynamic_cast<const TernaryLinear*>(L.qkv.get()) != nullptr;
+    if (!any_ternary)
+      fmt::print(stderr, "warning: --weights {} ignored: the model has no ternary projections (a float or int8 model; "
+                         "--quant ternary-absmean makes ternary ones)\n",
+                 o.weights);
+  }
   if (o.device.rfind("cuda", 0) == 0) {
     CudaOptions co;
     if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
