@@ -21,54 +21,15 @@ std::string cuda_int8_kernel_bench(const CudaKernelBenchOptions&) { fail("cuda-b
 #include <vector>
 
 #include "kernels/cuda/kernels.h"
+#include "runtime/cuda_bench_util.h"
 #include "runtime/cuda_int8_linear.h"
 
 namespace tritium {
 namespace {
 
 using cuda::check;
-
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) { check(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "cudaMalloc"); }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
-
-/// GPU microseconds per call: `launches` calls of fn(i) in one CUDA graph, median over `reps` replays.
-double graph_us(cudaStream_t st, int launches, int reps, const std::function<void(int)>& fn) {
-  for (int i = 0; i < 3; ++i) fn(i);
-  check(cudaStreamSynchronize(st), "sync");
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < launches; ++i) fn(i);
-  check(cudaStreamEndCapture(st, &g), "end capture");
-  check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  check(cudaGraphLaunch(ge, st), "launch");
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a, st);
-    check(cudaGraphLaunch(ge, st), "launch");
-    cudaEventRecord(b, st);
-    check(cudaEventSynchronize(b), "event sync");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000.0 / launches);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using Buf = cuda_bench::DeviceBuffer;
+using cuda_bench::time_graph;
 
 }  // namespace
 
@@ -132,7 +93,7 @@ std::string cuda_int8_kernel_bench(const CudaKernelBenchOptions& o) {
       check(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "H2D");
       check(cudaMemcpy(dxb.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), "H2D");
       check(cudaMemset(dxq.p, 3, static_cast<size_t>(M + 16) * kp), "memset");
-      const double bf16 = graph_us(st, o.launches, o.reps, [&](int i) {
+      const double bf16 = time_graph(st, o.launches, o.reps, [&](int i) {
         const float one = 1.f, zero = 0.f;
         const uint8_t* wp = bw.as<uint8_t>() + static_cast<size_t>(i % bcopies) * bbytes;
         if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, M, sh.k, &one, wp, CUDA_R_16BF, sh.k, dxb.p,
@@ -148,15 +109,15 @@ std::string cuda_int8_kernel_bench(const CudaKernelBenchOptions& o) {
       std::vector<std::pair<int, const char*>> kinds = {{2, "GEMM s8s8s32 cuBLASLt"}};
       if (M <= 16) kinds.insert(kinds.begin(), {1, "GEMM s8s8s32 dp4a"});
       for (auto [kind, name] : kinds) {
-        row(name, graph_us(st, o.launches, o.reps, [&](int i) {
+        row(name, time_graph(st, o.launches, o.reps, [&](int i) {
               ws.gemm(codes.as<int8_t>() + static_cast<size_t>(i % copies) * code_bytes, np, kp, dxq.as<int8_t>(), M,
                       dacc.as<int32_t>(), np, st, kind);
             }));
       }
-      row("vector-wise forward (auto)", graph_us(st, o.launches, o.reps, [&](int i) {
+      row("vector-wise forward (auto)", time_graph(st, o.launches, o.reps, [&](int i) {
             vecs[i % copies]->forward(dx.as<float>(), sh.k, M, nullptr, nullptr, dy.as<float>(), sh.n, false, ws, st);
           }));
-      row("LLM.int8() forward (auto)", graph_us(st, o.launches, o.reps, [&](int i) {
+      row("LLM.int8() forward (auto)", time_graph(st, o.launches, o.reps, [&](int i) {
             llms[i % llm_copies]->forward(dx.as<float>(), sh.k, M, nullptr, nullptr, dy.as<float>(), sh.n, false, ws,
                                           st);
           }));

@@ -16,51 +16,14 @@
 #include "kernels/cuda/ternary_bitcos_gpu.h"
 #include "kernels/cuda/ternary_tc2.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_bench_util.h"
 
 namespace tritium {
 namespace {
 
 using cuda::check;
-
-struct Dev {
-  void* p = nullptr;
-  explicit Dev(size_t bytes) { check(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "cudaMalloc"); }
-  ~Dev() { cudaFree(p); }
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
-
-/// GPU time per launch (us): `launches` calls of fn(i) captured in one graph, median of reps replays.
-double time_graph(cudaStream_t st, int launches, int reps, const std::function<void(int)>& fn) {
-  for (int i = 0; i < 3; ++i) fn(i);  // warm-up (module load, attributes)
-  check(cudaStreamSynchronize(st), "sync");
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < launches; ++i) fn(i);
-  check(cudaStreamEndCapture(st, &g), "end capture");
-  check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  check(cudaGraphLaunch(ge, st), "launch");
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a, st);
-    check(cudaGraphLaunch(ge, st), "launch");
-    cudaEventRecord(b, st);
-    check(cudaEventSynchronize(b), "event sync");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000.0 / launches);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using Dev = cuda_bench::DeviceBuffer;
+using cuda_bench::time_graph;
 
 double copy_bw(cudaStream_t st, int reps) {
   const size_t bytes = size_t{2} << 30;

@@ -41,6 +41,21 @@ void fail_arg(const char* what, const char* why) {
   check(cudaErrorInvalidValue, msg.c_str());
 }
 
+/// Merges the 32 lane groups' online-softmax states (max m_s, sum l_s, unnormalized output o_s) at column d,
+/// relative to the overall max M: returns the merged sum in L and output in O. Empty groups (l == 0) are skipped.
+template <int D>
+__device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s, const float (*o_s)[D], float M,
+                                             int d, float& L, float& O) {
+  L = 0.0f;
+  O = 0.0f;
+  for (int g = 0; g < 32; ++g) {
+    if (l_s[g] == 0.0f) continue;
+    const float w = expf(m_s[g] - M);
+    L += l_s[g] * w;
+    O += o_s[g][d] * w;
+  }
+}
+
 template <int D, bool FUSED, bool SPLIT>
 __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict__ q, int64_t ldq, int H, int KVH,
                                                         const int32_t* __restrict__ pos,
@@ -205,13 +220,8 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
     const int64_t rh = static_cast<int64_t>(r) * H + h;
     float* pp = part + (rh * nsplit + blockIdx.z) * (D + 2);
     for (int d = tid; d < D; d += 256) {
-      float L = 0.0f, O = 0.0f;
-      for (int g = 0; g < 32; ++g) {
-        if (l_s[g] == 0.0f) continue;
-        const float w = expf(m_s[g] - M);
-        L += l_s[g] * w;
-        O += o_s[g][d] * w;
-      }
+      float L, O;
+      merge_groups<D>(m_s, l_s, o_s, M, d, L, O);
       pp[d] = O;
       if (d == 0) pp[D] = M, pp[D + 1] = L;
     }
@@ -237,13 +247,8 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
     return;
   }
   for (int d = tid; d < D; d += 256) {
-    float L = 0.0f, O = 0.0f;
-    for (int g = 0; g < 32; ++g) {
-      if (l_s[g] == 0.0f) continue;
-      const float w = expf(m_s[g] - M);
-      L += l_s[g] * w;
-      O += o_s[g][d] * w;
-    }
+    float L, O;
+    merge_groups<D>(m_s, l_s, o_s, M, d, L, O);
     out[static_cast<int64_t>(r) * H * D + h * D + d] = O / L;
   }
 }
