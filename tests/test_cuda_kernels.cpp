@@ -172,6 +172,16 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
       for (int lpr : {8, 16}) {
         if (M <= 16) variants.emplace_back(1, lpr);
         if (M <= 4) variants.emplace_back(3, lpr);
+        if (M <= 16) variants.emplace_back(4, lpr);
+        if (M <= 16) variants.emplace_back(5, lpr);
+      }
+      if (M <= 16) {
+        variants.emplace_back(4, 32);
+        variants.emplace_back(5, 32);
+      }
+      if (M <= 8) {
+        variants.emplace_back(6, 4);
+        variants.emplace_back(6, 8);
       }
       for (auto [kernel, lpr] : variants) {
         DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);

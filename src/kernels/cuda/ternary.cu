@@ -2,6 +2,7 @@
 // GEMV (dp4a), int32 accumulation.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
@@ -34,21 +35,32 @@ __device__ __forceinline__ void store_result(const Epi& ep, int n, int m, int ro
 
 constexpr uint32_t kMask = 0x03030303u;
 
+// dp4a with unsigned 8-bit codes in the first operand and signed int8 activations (dp4a.u32.s32): the masked
+// group g of a tc2 word holds c * 4^g, up to 128, which does not fit a signed byte.
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 // GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights) c = sub,
 // sub + LPR, ... The activations of the M tokens are staged in shared memory as [m][q][chunk] uint4 (q = which
 // 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive 16-byte words (no bank conflicts).
 // U pieces per lane are loaded before the first use (and before waiting for the previous kernel: weights do not
 // depend on it); with U >= the pieces of a lane (kernel 3) the whole row is in flight at once and the loop runs
-// once.
-template <int M, int LPR, int U>
+// once. WARPS warps per block.
+// SPLIT: the four code groups of a word are only masked, not shifted (word & (0x03030303 << 2g) = 4^g * codes)
+// and summed into four accumulators per token, combined at the end as a0 + a1 / 4 + a2 / 16 + a3 / 64 (exact:
+// each a_g is a multiple of 4^g): 4 logic operations per word instead of 7.
+template <int M, int LPR, int U, int WARPS, bool SPLIT>
 __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
                                                        const int8_t* __restrict__ xq,
                                                        const int32_t* __restrict__ sumq,
                                                        const float* __restrict__ inv_s, Epi ep) {
   extern __shared__ uint4 xs[];
-  constexpr int RPW = 32 / LPR;
+  constexpr int RPW = 32 / LPR, NA = SPLIT ? 4 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = (blockIdx.x * 4 + warp) * RPW + lane / LPR;
+  const int row = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
   const int sub = lane % LPR;
   const uint4* wr = w + static_cast<int64_t>(row) * nch;
 
@@ -68,30 +80,37 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
   }
   __syncthreads();
 
-  int acc[M];
+  int acc[M][NA];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0;
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int g = 0; g < NA; ++g) acc[m][g] = 0;
 
   for (int c0 = sub; c0 < nch; c0 += LPR * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u * LPR;
       if (c >= nch) break;  // later pieces are out of range too (no work for the unused slots of U)
-      const int cc = c;
       const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int c0w = (words[q]) & kMask, c1w = (words[q] >> 2) & kMask, c2w = (words[q] >> 4) & kMask,
-                  c3w = (words[q] >> 6) & kMask;
+        uint32_t cw[4];
+#pragma unroll
+        for (int g = 0; g < 4; ++g) cw[g] = SPLIT ? words[q] & (kMask << (2 * g)) : (words[q] >> (2 * g)) & kMask;
 #pragma unroll
         for (int m = 0; m < M; ++m) {
-          const uint4 xv = xs[(m * 4 + q) * nch + cc];
-          int a = acc[m];
-          a = __dp4a(c0w, static_cast<int>(xv.x), a);
-          a = __dp4a(c1w, static_cast<int>(xv.y), a);
-          a = __dp4a(c2w, static_cast<int>(xv.z), a);
-          a = __dp4a(c3w, static_cast<int>(xv.w), a);
-          acc[m] = a;
+          const uint4 xv = xs[(m * 4 + q) * nch + c];
+          const int xw[4] = {static_cast<int>(xv.x), static_cast<int>(xv.y), static_cast<int>(xv.z),
+                             static_cast<int>(xv.w)};
+          if constexpr (SPLIT) {
+#pragma unroll
+            for (int g = 0; g < 4; ++g) acc[m][g] = dp4a_us(cw[g], xw[g], acc[m][g]);
+          } else {
+            int a = acc[m][0];
+#pragma unroll
+            for (int g = 0; g < 4; ++g) a = __dp4a(static_cast<int>(cw[g]), xw[g], a);
+            acc[m][0] = a;
+          }
         }
       }
     }
@@ -102,15 +121,108 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
       wv[u] = c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
     }
   }
+  int sum[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
+    sum[m] = acc[m][0];
+    if constexpr (SPLIT) sum[m] += (acc[m][1] >> 2) + (acc[m][2] >> 4) + (acc[m][3] >> 6);
 #pragma unroll
-    for (int off = LPR / 2; off > 0; off /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+    for (int off = LPR / 2; off > 0; off /= 2) sum[m] += __shfl_xor_sync(0xffffffffu, sum[m], off);
   }
   if (row < n) {
 #pragma unroll
     for (int m = 0; m < M; ++m)
-      if (m % LPR == sub) store_result(ep, n, m, row, acc[m] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+      if (m % LPR == sub) store_result(ep, n, m, row, sum[m] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+  }
+}
+
+__device__ __forceinline__ void mma_us8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// GEMV on the int8 tensor cores (M <= 8 tokens, the N = 8 columns of m16n8k32 hold the tokens). A block takes
+// 16 weight rows; its WARPS warps split the row's 16-byte chunks in steps of four (warp w: steps w, w + WARPS, ...).
+// In a step, lane (g = lane / 4, t = lane % 4) loads chunk 4 s + t of rows g and g + 8 (16 bytes each) and,
+// when g < M, the 64 activations of token g at that chunk. The k order inside an MMA is free as long as A and B
+// agree: A's k-slots 4t..4t+3 (row g) are code group j of word 2h of lane t's chunk, slots 16 + 4t.. group j of
+// word 2h + 1, and B's slots hold the matching activations. Groups are masked, not shifted (u8 codes c * 4^j),
+// one accumulator set per group, combined as a0 + a1 / 4 + a2 / 16 + a3 / 64: one logic operation per 4 weights
+// and one MMA per 512 weights. Partial sums of the warps meet in shared memory; thread i stores (row, token) i.
+template <int M, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* __restrict__ w, int n, int nch,
+                                                                  const int8_t* __restrict__ xq,
+                                                                  const int32_t* __restrict__ sumq,
+                                                                  const float* __restrict__ inv_s, Epi ep) {
+  extern __shared__ uint4 xs[];  // [M][nch * 4] activations as they are, then [WARPS][16 x 8] partial sums
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int r0 = blockIdx.x * 16, steps = (nch + 3) / 4;
+  const uint4* wa = w + static_cast<int64_t>(r0 + g) * nch + t;
+  const uint4* wb = wa + static_cast<int64_t>(8) * nch;
+  uint4 va[U], vb[U];
+  auto load = [&](int u, int s) {
+    const int c = 4 * s;
+    const bool ok = s < steps && c + t < nch;
+    va[u] = ok ? __ldg(wa + c) : make_uint4(0, 0, 0, 0);
+    vb[u] = ok ? __ldg(wb + c) : make_uint4(0, 0, 0, 0);
+  };
+#pragma unroll
+  for (int u = 0; u < U; ++u) load(u, warp + u * WARPS);
+  pdl_trigger();
+  pdl_wait();
+  const int nx = M * nch * 4;
+  const uint4* xg = reinterpret_cast<const uint4*>(xq);
+  for (int i = threadIdx.x; i < nx; i += WARPS * 32) xs[i] = xg[i];
+  __syncthreads();
+
+  int acc[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+  for (int s0 = warp; s0 < steps; s0 += U * WARPS) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + u * WARPS;
+      if (s >= steps) break;
+      const int c = 4 * s + t;
+      uint4 xv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        xv[i] = (g < M && c < nch) ? xs[(g * nch + c) * 4 + i] : make_uint4(0, 0, 0, 0);
+      const uint32_t a[4] = {va[u].x, va[u].y, va[u].z, va[u].w}, b[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t x0[4] = {xv[2 * h].x, xv[2 * h].y, xv[2 * h].z, xv[2 * h].w};
+        const uint32_t x1[4] = {xv[2 * h + 1].x, xv[2 * h + 1].y, xv[2 * h + 1].z, xv[2 * h + 1].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t mk = kMask << (2 * j);
+          mma_us8(acc[j], a[2 * h] & mk, b[2 * h] & mk, a[2 * h + 1] & mk, b[2 * h + 1] & mk, x0[j], x1[j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(u, s0 + (U + u) * WARPS);
+  }
+  __syncthreads();  // the activations are no longer read: the partial sums go where they were
+  int* part = reinterpret_cast<int*>(xs);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int v = acc[0][e] + (acc[1][e] >> 2) + (acc[2][e] >> 4) + (acc[3][e] >> 6);
+    const int rr = g + (e >= 2 ? 8 : 0), m = 2 * t + (e & 1);
+    part[warp * 128 + rr * 8 + m] = v;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 128; i += WARPS * 32) {
+    const int rr = i / 8, m = i % 8, row = r0 + rr;
+    if (m >= M || row >= n) continue;
+    int v = 0;
+#pragma unroll
+    for (int q = 0; q < WARPS; ++q) v += part[q * 128 + i];
+    store_result(ep, n, m, row, v - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
   }
 }
 
@@ -188,28 +300,48 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
   }
 }
 
-template <int M, int LPR, int U>
+template <int M, int LPR, int U, int WARPS = 4, bool SPLIT = false>
 void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
                  const Epi& ep, cudaStream_t st) {
   const int nch = kp / 64;
   const size_t smem = static_cast<size_t>(M) * kp;
-  auto kern = tc2_gemv_kernel<M, LPR, U>;
+  auto kern = tc2_gemv_kernel<M, LPR, U, WARPS, SPLIT>;
   static int smem_set = 48 * 1024;  // the opt-in limit set so far for this instantiation (set before capture)
   if (static_cast<int>(smem) > smem_set) {
     check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "ternary GEMV smem attribute");
     smem_set = static_cast<int>(smem);
   }
-  const int rows_per_block = 4 * (32 / LPR);
-  launch(kern, dim3(np / rows_per_block), dim3(128), smem, st, "ternary GEMV", reinterpret_cast<const uint4*>(w), n,
-         nch, xq, sumq, inv_s, ep);
+  const int rows_per_block = WARPS * (32 / LPR);
+  launch(kern, dim3(np / rows_per_block), dim3(WARPS * 32), smem, st, "ternary GEMV",
+         reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
+}
+
+template <int M, int U, int WARPS>
+void launch_gemv_mma(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+                     const float* inv_s, const Epi& ep, cudaStream_t st) {
+  const size_t smem = std::max<size_t>(static_cast<size_t>(M) * kp, WARPS * 128 * sizeof(int));
+  auto kern = tc2_gemv_mma_kernel<M, U, WARPS>;
+  static int smem_set = 48 * 1024;
+  if (static_cast<int>(smem) > smem_set) {
+    check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "ternary MMA GEMV smem attribute");
+    smem_set = static_cast<int>(smem);
+  }
+  launch(kern, dim3(np / 16), dim3(WARPS * 32), smem, st, "ternary MMA GEMV", reinterpret_cast<const uint4*>(w), n,
+         kp / 64, xq, sumq, inv_s, ep);
 }
 
 // kernel 1: U = 4 pieces per lane in flight up to 4 tokens, 2 above; kernel 3 (at most 4 tokens): every piece
 // of the lane's row in flight at once (U = 4, 8 or 16 >= ceil(chunks / LPR); 16 and a loop beyond 1024 chunks).
+// kernel 4: kernel 1 with masked (unshifted) code groups and four accumulators; kernel 5: the same with 64-thread
+// blocks.
 template <int M, int LPR>
 void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
             const float* inv_s, const Epi& ep, cudaStream_t st) {
+  constexpr int U = M <= 4 ? 4 : 2;
+  if (kernel == 4) return launch_gemv<M, LPR, U, 4, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  if (kernel == 5) return launch_gemv<M, LPR, U, 2, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
   if constexpr (M <= 4) {
     const int pieces = (kp / 64 + LPR - 1) / LPR;
     if (kernel == 3 && pieces > 4) {
@@ -217,18 +349,25 @@ void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* 
       else launch_gemv<M, LPR, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
       return;
     }
-    launch_gemv<M, LPR, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  } else {
-    (void)kernel;
-    launch_gemv<M, LPR, 2>(w, n, np, kp, xq, sumq, inv_s, ep, st);
   }
+  launch_gemv<M, LPR, U>(w, n, np, kp, xq, sumq, inv_s, ep, st);
 }
 
 template <int M>
 void gemv_lpr(int kernel, int lpr, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
               const float* inv_s, const Epi& ep, cudaStream_t st) {
+  if (kernel == 6) {
+    // MMA GEMV: lanes_per_row selects the warps per block (4 -> 4, 8 -> 8).
+    if constexpr (M <= 8) {
+      if (lpr == 8) launch_gemv_mma<M, 2, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+      else launch_gemv_mma<M, 3, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+    }
+    return;
+  }
   if (lpr == 8) gemv_u<M, 8>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
-  else gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+  else if (lpr == 16) gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+  else if (kernel == 4) launch_gemv<M, 32, M <= 4 ? 4 : 2, 4, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  else launch_gemv<M, 32, M <= 4 ? 4 : 2, 2, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
 }
 
 void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s, int M,
@@ -241,9 +380,10 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   // Kernel 3 (all weight pieces in flight) measured no faster than kernel 1 once unused piece slots are skipped
   // (equal within noise at 1 token, up to 1.3x slower at 4 on 13824 rows: bench/CUDA_NOTES.md, version 6).
   if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
-  if (kernel == 1 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
+  if (kernel < 1 || kernel > 6) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
+  if (kernel != 2 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
   if (kernel == 3 && M > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel 3 takes at most 4 tokens)");
-  if (kernel < 1 || kernel > 3) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
+  if (kernel == 6 && M > 8) check(cudaErrorInvalidValue, "ternary_matmul (MMA GEMV takes at most 8 tokens)");
   if (kernel == 2) {
     dim3 grid(np / 64, (M + 63) / 64);
     launch(tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n, kp / 64,
@@ -254,8 +394,10 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
     // 8 lanes per row (16 rows per block) when that gives about two blocks per SM, else 16 (8 rows per block);
     // above 4 tokens the dp4a work dominates and 8 lanes measured faster on every 2B4T shape.
     lpr = (M > 4 || np / 16 >= 264) ? 8 : 16;
+    if (kernel == 6) lpr = 4;
   }
-  if (lpr != 8 && lpr != 16) check(cudaErrorInvalidValue, "ternary_matmul (lanes_per_row)");
+  if (lpr != 8 && lpr != 16 && !(kernel == 6 && lpr == 4) && !((kernel == 4 || kernel == 5) && lpr == 32))
+    check(cudaErrorInvalidValue, "ternary_matmul (lanes_per_row)");
   switch (M) {
 #define TRITIUM_GEMV_CASE(MM) \
   case MM: gemv_lpr<MM>(kernel, lpr, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
@@ -266,7 +408,6 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
 #undef TRITIUM_GEMV_CASE
   }
 }
-
 
 // BITCOS GEMV (layout: ternary_bitcos_gpu.h): one warp per weight row, lane l takes groups l, l + 32, ... of 32
 // weights. Per round of 32 groups the lanes load their presence masks (coalesced), a warp inclusive scan of
