@@ -168,21 +168,9 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
         }
       DevBuf<int8_t> dx(xp);
       DevBuf<int32_t> ds(sum);
-      std::vector<std::pair<int, int>> variants = {{2, 0}};
-      for (int lpr : {8, 16}) {
-        if (M <= 16) variants.emplace_back(1, lpr);
-        if (M <= 4) variants.emplace_back(3, lpr);
-        if (M <= 16) variants.emplace_back(4, lpr);
-        if (M <= 16) variants.emplace_back(5, lpr);
-      }
-      if (M <= 16) {
-        variants.emplace_back(4, 32);
-        variants.emplace_back(5, 32);
-      }
-      if (M <= 8) {
-        variants.emplace_back(6, 4);
-        variants.emplace_back(6, 8);
-      }
+      std::vector<std::pair<int, int>> variants = {{2, 0}, {0, 0}};
+      if (M <= 16) variants.insert(variants.end(), {{1, 8}, {1, 16}, {1, 32}, {4, 4}, {4, 8}});
+      if (M <= 4) variants.insert(variants.end(), {{3, 8}, {3, 16}});
       for (auto [kernel, lpr] : variants) {
         DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);
         cuda::ternary_matmul_i32(dw.p, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dx.p, ds.p, M, acc.p,

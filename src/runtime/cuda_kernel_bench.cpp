@@ -181,11 +181,8 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       };
       const double blas_cold = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(bcopies, i); });
       const double blas_hot = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(1, i); });
-      std::vector<std::pair<int, int>> variants;  // (kernel, lanes per row)
-      if (M <= 4)
-        variants = {{3, 8}, {3, 16}, {1, 8}, {1, 16}, {4, 8}, {4, 16}, {4, 32}, {5, 8}, {5, 16}, {5, 32}, {6, 4}, {6, 8}, {2, 0}};
-      else if (M <= 8) variants = {{1, 8}, {1, 16}, {4, 8}, {4, 16}, {5, 8}, {5, 16}, {6, 4}, {6, 8}, {2, 0}};
-      else if (M <= 16) variants = {{1, 8}, {1, 16}, {4, 8}, {4, 16}, {5, 8}, {5, 16}, {2, 0}};
+      std::vector<std::pair<int, int>> variants;  // (kernel, layout: lanes per row or MMA GEMV warps)
+      if (M <= 16) variants = {{1, 8}, {1, 16}, {1, 32}, {4, 4}, {4, 8}, {2, 0}};
       else variants = {{2, 0}};
       for (auto [kernel, lpr] : variants) {
         auto run = [&](int copies, int i) {
@@ -197,12 +194,10 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
         const double bytes = static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
         const double gbs = bytes / (cold * 1e-6) / 1e9;
-        const std::string kname = kernel == 1   ? fmt::format("GEMV dp4a, {} lanes/row", lpr)
-                                  : kernel == 3 ? fmt::format("GEMV dp4a all in flight, {} lanes/row", lpr)
-                                  : kernel == 4 ? fmt::format("GEMV dp4a masked groups, {} lanes/row", lpr)
-                                  : kernel == 5 ? fmt::format("GEMV dp4a masked groups, 64-thread blocks, {} lanes/row", lpr)
-                                  : kernel == 6 ? fmt::format("GEMV int8 MMA, 16 rows x {} warps per block", lpr)
-                                                : "GEMM int8 MMA";
+        const std::string kname =
+            kernel == 1   ? fmt::format("GEMV dp4a, {} lanes/row{}", lpr, lpr == 32 ? ", 256-thread blocks" : "")
+            : kernel == 4 ? fmt::format("GEMV int8 MMA, 16 rows x {} warps", lpr)
+                          : "GEMM int8 MMA";
         out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
                            sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
                            blas_cold / cold, blas_hot / hot);

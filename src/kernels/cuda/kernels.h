@@ -42,17 +42,19 @@ struct TernaryEpilogue {
 
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
 /// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
-/// kernel: 0 = automatic (dp4a GEMV for M <= 8, and M <= 16 when np < 8192; int8 MMA GEMM otherwise),
+/// kernel: 0 = automatic (dp4a GEMV at M = 1, int8 MMA GEMV for 2 <= M <= 16, int8 MMA GEMM above),
 /// 1 = dp4a GEMV (M <= 16), 2 = int8 tensor-core GEMM (any M), 3 = dp4a GEMV with every weight piece of a lane
-/// loaded before the first use (M <= 4). lanes_per_row (GEMV only): 8 or 16 lanes of a warp per weight
-/// row; 0 = automatic. Throws tritium::Error on bad arguments.
+/// loaded before the first use (M <= 4), 4 = int8 tensor-core GEMV (M <= 16; 16 weight rows per block, the
+/// tokens in the MMA's N columns). layout (GEMV only; 0 = automatic): kernels 1 and 3, lanes of a warp per
+/// weight row, 8, 16 or 32 (32: 256-thread blocks); kernel 4, warps per 16-row block, 4 or 8.
+/// Throws tritium::Error on bad arguments.
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                     const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream, int kernel = 0,
-                    int lanes_per_row = 0);
+                    int layout = 0);
 
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
-                        int32_t* acc, cudaStream_t stream, int kernel = 0, int lanes_per_row = 0);
+                        int32_t* acc, cudaStream_t stream, int kernel = 0, int layout = 0);
 
 /// Ternary GEMV over the GPU BITCOS layout (pack_bitcos_gpu in ternary_bitcos_gpu.h: masks [n, kp / 32],
 /// row_offsets [n + 1], signs, all uint32 device buffers) with int8 activations xq [M, kp] (zero-padded past k,

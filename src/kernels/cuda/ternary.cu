@@ -43,22 +43,21 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
   return d;
 }
 
-// GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights) c = sub,
-// sub + LPR, ... The activations of the M tokens are staged in shared memory as [m][q][chunk] uint4 (q = which
-// 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive 16-byte words (no bank conflicts).
-// U pieces per lane are loaded before the first use (and before waiting for the previous kernel: weights do not
-// depend on it); with U >= the pieces of a lane (kernel 3) the whole row is in flight at once and the loop runs
-// once. WARPS warps per block.
-// SPLIT: the four code groups of a word are only masked, not shifted (word & (0x03030303 << 2g) = 4^g * codes)
-// and summed into four accumulators per token, combined at the end as a0 + a1 / 4 + a2 / 16 + a3 / 64 (exact:
-// each a_g is a multiple of 4^g): 4 logic operations per word instead of 7.
-template <int M, int LPR, int U, int WARPS, bool SPLIT>
-__global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
-                                                       const int8_t* __restrict__ xq,
-                                                       const int32_t* __restrict__ sumq,
-                                                       const float* __restrict__ inv_s, Epi ep) {
+// dp4a GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights)
+// c = sub, sub + LPR, ...; WARPS warps per block. The activations of the M tokens are staged in shared memory as
+// [m][q][chunk] uint4 (q = which 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive
+// 16-byte words (no bank conflicts). U pieces per lane are loaded before the first use (and before waiting for
+// the previous kernel: weights do not depend on it); with U >= the pieces of a lane (kernel 3) the whole row is
+// in flight at once and the loop runs once. The four code groups of a word are only masked, not shifted
+// (word & (0x03030303 << 2g) = 4^g * codes), and summed into four accumulators per token, combined at the end as
+// a0 + a1 / 4 + a2 / 16 + a3 / 64 (exact: each a_g is a multiple of 4^g): 4 logic operations per word, not 7.
+template <int M, int LPR, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
+                                                              const int8_t* __restrict__ xq,
+                                                              const int32_t* __restrict__ sumq,
+                                                              const float* __restrict__ inv_s, Epi ep) {
   extern __shared__ uint4 xs[];
-  constexpr int RPW = 32 / LPR, NA = SPLIT ? 4 : 1;
+  constexpr int RPW = 32 / LPR;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
   const int sub = lane % LPR;
@@ -74,17 +73,15 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
   pdl_trigger();
   pdl_wait();
   const uint4* xg = reinterpret_cast<const uint4*>(xq);
-  for (int i = threadIdx.x; i < M * nch * 4; i += blockDim.x) {
+  for (int i = threadIdx.x; i < M * nch * 4; i += WARPS * 32) {
     const int m = i / (nch * 4), rem = i % (nch * 4);
     xs[(m * 4 + (rem & 3)) * nch + (rem >> 2)] = xg[i];
   }
   __syncthreads();
 
-  int acc[M][NA];
+  int acc[M][4];
 #pragma unroll
-  for (int m = 0; m < M; ++m)
-#pragma unroll
-    for (int g = 0; g < NA; ++g) acc[m][g] = 0;
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0;
 
   for (int c0 = sub; c0 < nch; c0 += LPR * U) {
 #pragma unroll
@@ -96,21 +93,14 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
       for (int q = 0; q < 4; ++q) {
         uint32_t cw[4];
 #pragma unroll
-        for (int g = 0; g < 4; ++g) cw[g] = SPLIT ? words[q] & (kMask << (2 * g)) : (words[q] >> (2 * g)) & kMask;
+        for (int g = 0; g < 4; ++g) cw[g] = words[q] & (kMask << (2 * g));
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           const uint4 xv = xs[(m * 4 + q) * nch + c];
-          const int xw[4] = {static_cast<int>(xv.x), static_cast<int>(xv.y), static_cast<int>(xv.z),
-                             static_cast<int>(xv.w)};
-          if constexpr (SPLIT) {
-#pragma unroll
-            for (int g = 0; g < 4; ++g) acc[m][g] = dp4a_us(cw[g], xw[g], acc[m][g]);
-          } else {
-            int a = acc[m][0];
-#pragma unroll
-            for (int g = 0; g < 4; ++g) a = __dp4a(static_cast<int>(cw[g]), xw[g], a);
-            acc[m][0] = a;
-          }
+          acc[m][0] = dp4a_us(cw[0], static_cast<int>(xv.x), acc[m][0]);
+          acc[m][1] = dp4a_us(cw[1], static_cast<int>(xv.y), acc[m][1]);
+          acc[m][2] = dp4a_us(cw[2], static_cast<int>(xv.z), acc[m][2]);
+          acc[m][3] = dp4a_us(cw[3], static_cast<int>(xv.w), acc[m][3]);
         }
       }
     }
@@ -124,8 +114,7 @@ __global__ void __launch_bounds__(128) tc2_gemv_kernel(const uint4* __restrict__
   int sum[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    sum[m] = acc[m][0];
-    if constexpr (SPLIT) sum[m] += (acc[m][1] >> 2) + (acc[m][2] >> 4) + (acc[m][3] >> 6);
+    sum[m] = acc[m][0] + (acc[m][1] >> 2) + (acc[m][2] >> 4) + (acc[m][3] >> 6);
 #pragma unroll
     for (int off = LPR / 2; off > 0; off /= 2) sum[m] += __shfl_xor_sync(0xffffffffu, sum[m], off);
   }
@@ -145,20 +134,21 @@ __device__ __forceinline__ void mma_us8(int (&d)[4], uint32_t a0, uint32_t a1, u
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// GEMV on the int8 tensor cores (M <= 8 tokens, the N = 8 columns of m16n8k32 hold the tokens). A block takes
-// 16 weight rows; its WARPS warps split the row's 16-byte chunks in steps of four (warp w: steps w, w + WARPS, ...).
-// In a step, lane (g = lane / 4, t = lane % 4) loads chunk 4 s + t of rows g and g + 8 (16 bytes each) and,
-// when g < M, the 64 activations of token g at that chunk. The k order inside an MMA is free as long as A and B
-// agree: A's k-slots 4t..4t+3 (row g) are code group j of word 2h of lane t's chunk, slots 16 + 4t.. group j of
-// word 2h + 1, and B's slots hold the matching activations. Groups are masked, not shifted (u8 codes c * 4^j),
-// one accumulator set per group, combined as a0 + a1 / 4 + a2 / 16 + a3 / 64: one logic operation per 4 weights
-// and one MMA per 512 weights. Partial sums of the warps meet in shared memory; thread i stores (row, token) i.
+// GEMV on the int8 tensor cores (M <= 16 tokens in NT = ceil(M / 8) N-tiles of 8 columns of m16n8k32). A block
+// takes 16 weight rows; its WARPS warps split the rows' 16-byte chunks in steps of four (warp w: steps w,
+// w + WARPS, ...). In a step, lane (g = lane / 4, t = lane % 4) loads chunk 4 s + t of rows g and g + 8 (16 bytes
+// each) and the 64 activations of tokens g and g + 8 (where < M) at that chunk. The k order inside an MMA is free
+// as long as A and B agree: A's k-slots 4t..4t+3 (row g) are code group j of word 2h of lane t's chunk, slots
+// 16 + 4t.. group j of word 2h + 1, and B's slots hold the matching activations. Groups are masked, not shifted
+// (u8 codes c * 4^j), one accumulator set per group, combined as a0 + a1 / 4 + a2 / 16 + a3 / 64: one logic
+// operation per 4 weights and one MMA per 512 weights and N-tile. The warps' partial sums meet in shared memory.
 template <int M, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* __restrict__ w, int n, int nch,
                                                                   const int8_t* __restrict__ xq,
                                                                   const int32_t* __restrict__ sumq,
                                                                   const float* __restrict__ inv_s, Epi ep) {
-  extern __shared__ uint4 xs[];  // [M][nch * 4] activations as they are, then [WARPS][16 x 8] partial sums
+  constexpr int NT = (M + 7) / 8;
+  extern __shared__ uint4 xs[];  // [M][nch * 4] activations as they are, then [WARPS][16][8 NT] partial sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int r0 = blockIdx.x * 16, steps = (nch + 3) / 4;
   const uint4* wa = w + static_cast<int64_t>(r0 + g) * nch + t;
@@ -174,33 +164,43 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* _
   for (int u = 0; u < U; ++u) load(u, warp + u * WARPS);
   pdl_trigger();
   pdl_wait();
-  const int nx = M * nch * 4;
   const uint4* xg = reinterpret_cast<const uint4*>(xq);
-  for (int i = threadIdx.x; i < nx; i += WARPS * 32) xs[i] = xg[i];
+  for (int i = threadIdx.x; i < M * nch * 4; i += WARPS * 32) xs[i] = xg[i];
   __syncthreads();
 
-  int acc[4][4];
+  int acc[NT][4][4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[nt][j][0] = acc[nt][j][1] = acc[nt][j][2] = acc[nt][j][3] = 0;
   for (int s0 = warp; s0 < steps; s0 += U * WARPS) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int s = s0 + u * WARPS;
       if (s >= steps) break;
       const int c = 4 * s + t;
-      uint4 xv[4];
+      uint4 xv[NT][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        xv[i] = (g < M && c < nch) ? xs[(g * nch + c) * 4 + i] : make_uint4(0, 0, 0, 0);
+      for (int nt = 0; nt < NT; ++nt) {
+        const int m = nt * 8 + g;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          xv[nt][i] = (m < M && c < nch) ? xs[(m * nch + c) * 4 + i] : make_uint4(0, 0, 0, 0);
+      }
       const uint32_t a[4] = {va[u].x, va[u].y, va[u].z, va[u].w}, b[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t x0[4] = {xv[2 * h].x, xv[2 * h].y, xv[2 * h].z, xv[2 * h].w};
-        const uint32_t x1[4] = {xv[2 * h + 1].x, xv[2 * h + 1].y, xv[2 * h + 1].z, xv[2 * h + 1].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const uint32_t mk = kMask << (2 * j);
-          mma_us8(acc[j], a[2 * h] & mk, b[2 * h] & mk, a[2 * h + 1] & mk, b[2 * h + 1] & mk, x0[j], x1[j]);
+          const uint32_t a0 = a[2 * h] & mk, a1 = b[2 * h] & mk, a2 = a[2 * h + 1] & mk, a3 = b[2 * h + 1] & mk;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const uint32_t x0[4] = {xv[nt][2 * h].x, xv[nt][2 * h].y, xv[nt][2 * h].z, xv[nt][2 * h].w};
+            const uint32_t x1[4] = {xv[nt][2 * h + 1].x, xv[nt][2 * h + 1].y, xv[nt][2 * h + 1].z,
+                                    xv[nt][2 * h + 1].w};
+            mma_us8(acc[nt][j], a0, a1, a2, a3, x0[j], x1[j]);
+          }
         }
       }
     }
@@ -209,19 +209,22 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* _
   }
   __syncthreads();  // the activations are no longer read: the partial sums go where they were
   int* part = reinterpret_cast<int*>(xs);
+  constexpr int NC = 8 * NT;  // columns (tokens) of the tile
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int v = acc[0][e] + (acc[1][e] >> 2) + (acc[2][e] >> 4) + (acc[3][e] >> 6);
-    const int rr = g + (e >= 2 ? 8 : 0), m = 2 * t + (e & 1);
-    part[warp * 128 + rr * 8 + m] = v;
-  }
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = acc[nt][0][e] + (acc[nt][1][e] >> 2) + (acc[nt][2][e] >> 4) + (acc[nt][3][e] >> 6);
+      const int rr = g + (e >= 2 ? 8 : 0), m = nt * 8 + 2 * t + (e & 1);
+      part[(warp * 16 + rr) * NC + m] = v;
+    }
   __syncthreads();
-  for (int i = threadIdx.x; i < 128; i += WARPS * 32) {
-    const int rr = i / 8, m = i % 8, row = r0 + rr;
+  for (int i = threadIdx.x; i < 16 * NC; i += WARPS * 32) {
+    const int rr = i / NC, m = i % NC, row = r0 + rr;
     if (m >= M || row >= n) continue;
     int v = 0;
 #pragma unroll
-    for (int q = 0; q < WARPS; ++q) v += part[q * 128 + i];
+    for (int q = 0; q < WARPS; ++q) v += part[q * 16 * NC + i];
     store_result(ep, n, m, row, v - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
   }
 }
@@ -300,12 +303,14 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
   }
 }
 
-template <int M, int LPR, int U, int WARPS = 4, bool SPLIT = false>
+// dp4a GEMV launch: 4 warps per block with 8 or 16 lanes per row, 8 warps (one row each) with 32.
+template <int M, int LPR, int U>
 void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
                  const Epi& ep, cudaStream_t st) {
+  constexpr int WARPS = LPR == 32 ? 8 : 4;
   const int nch = kp / 64;
   const size_t smem = static_cast<size_t>(M) * kp;
-  auto kern = tc2_gemv_kernel<M, LPR, U, WARPS, SPLIT>;
+  auto kern = tc2_gemv_kernel<M, LPR, U, WARPS>;
   static int smem_set = 48 * 1024;  // the opt-in limit set so far for this instantiation (set before capture)
   if (static_cast<int>(smem) > smem_set) {
     check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
@@ -317,10 +322,31 @@ void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, con
          reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
 }
 
+// kernel 1: U = 4 pieces per lane in flight up to 4 tokens, 2 above; kernel 3 (at most 4 tokens): every piece
+// of the lane's row in flight at once (U = 4, 8 or 16 >= ceil(chunks / LPR); 16 and a loop beyond 1024 chunks).
+template <int M, int LPR>
+void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+            const float* inv_s, const Epi& ep, cudaStream_t st) {
+  if constexpr (M <= 4) {
+    const int pieces = (kp / 64 + LPR - 1) / LPR;
+    if (kernel == 3 && pieces > 4) {
+      if (pieces <= 8) launch_gemv<M, LPR, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+      else launch_gemv<M, LPR, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+      return;
+    }
+    launch_gemv<M, LPR, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  } else {
+    (void)kernel;
+    launch_gemv<M, LPR, 2>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  }
+}
+
+// MMA GEMV launch: one block of WARPS warps per 16 rows, U steps of four chunks per warp in flight.
 template <int M, int U, int WARPS>
 void launch_gemv_mma(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                      const float* inv_s, const Epi& ep, cudaStream_t st) {
-  const size_t smem = std::max<size_t>(static_cast<size_t>(M) * kp, WARPS * 128 * sizeof(int));
+  constexpr int NT = (M + 7) / 8;
+  const size_t smem = std::max<size_t>(static_cast<size_t>(M) * kp, WARPS * 16 * 8 * NT * sizeof(int));
   auto kern = tc2_gemv_mma_kernel<M, U, WARPS>;
   static int smem_set = 48 * 1024;
   if (static_cast<int>(smem) > smem_set) {
@@ -332,75 +358,52 @@ void launch_gemv_mma(const uint32_t* w, int n, int np, int kp, const int8_t* xq,
          kp / 64, xq, sumq, inv_s, ep);
 }
 
-// kernel 1: U = 4 pieces per lane in flight up to 4 tokens, 2 above; kernel 3 (at most 4 tokens): every piece
-// of the lane's row in flight at once (U = 4, 8 or 16 >= ceil(chunks / LPR); 16 and a loop beyond 1024 chunks).
-// kernel 4: kernel 1 with masked (unshifted) code groups and four accumulators; kernel 5: the same with 64-thread
-// blocks.
-template <int M, int LPR>
-void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-            const float* inv_s, const Epi& ep, cudaStream_t st) {
-  constexpr int U = M <= 4 ? 4 : 2;
-  if (kernel == 4) return launch_gemv<M, LPR, U, 4, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  if (kernel == 5) return launch_gemv<M, LPR, U, 2, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  if constexpr (M <= 4) {
-    const int pieces = (kp / 64 + LPR - 1) / LPR;
-    if (kernel == 3 && pieces > 4) {
-      if (pieces <= 8) launch_gemv<M, LPR, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-      else launch_gemv<M, LPR, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-      return;
-    }
-  }
-  launch_gemv<M, LPR, U>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-}
-
 template <int M>
-void gemv_lpr(int kernel, int lpr, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-              const float* inv_s, const Epi& ep, cudaStream_t st) {
-  if (kernel == 6) {
-    // MMA GEMV: lanes_per_row selects the warps per block (4 -> 4, 8 -> 8).
-    if constexpr (M <= 8) {
-      if (lpr == 8) launch_gemv_mma<M, 2, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-      else launch_gemv_mma<M, 3, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-    }
-    return;
+void gemv(int kernel, int layout, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+          const float* inv_s, const Epi& ep, cudaStream_t st) {
+  if (kernel == 4) {
+    if (layout == 8) launch_gemv_mma<M, 2, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+    else launch_gemv_mma<M, 3, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
+  } else if (layout == 8) {
+    gemv_u<M, 8>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+  } else if (layout == 16) {
+    gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+  } else {
+    gemv_u<M, 32>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
   }
-  if (lpr == 8) gemv_u<M, 8>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
-  else if (lpr == 16) gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
-  else if (kernel == 4) launch_gemv<M, 32, M <= 4 ? 4 : 2, 4, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  else launch_gemv<M, 32, M <= 4 ? 4 : 2, 2, true>(w, n, np, kp, xq, sumq, inv_s, ep, st);
 }
 
 void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s, int M,
-         const Epi& ep, cudaStream_t st, int kernel, int lpr) {
+         const Epi& ep, cudaStream_t st, int kernel, int layout) {
   if (n <= 0 || np % 64 || np < n || kp <= 0 || kp % 64 || M <= 0) {
     check(cudaErrorInvalidValue, "ternary_matmul (bad shape)");
   }
-  // Measured on the H200 (bench/RESULTS.md): the dp4a GEMV wins up to 8 tokens everywhere and up to 16 on the
-  // short matrices; the MMA GEMM wins above, and at 9..16 tokens on matrices of 8192 rows or more.
-  // Kernel 3 (all weight pieces in flight) measured no faster than kernel 1 once unused piece slots are skipped
-  // (equal within noise at 1 token, up to 1.3x slower at 4 on 13824 rows: bench/CUDA_NOTES.md, version 6).
-  if (kernel == 0) kernel = (M <= 8 || (M <= 16 && np < 8192)) ? 1 : 2;
-  if (kernel < 1 || kernel > 6) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
+  // Measured on the H200 (bench/RESULTS.md; bench/CUDA_NOTES.md, version 8): the dp4a GEMV at one token, the
+  // MMA GEMV from 2 to 16 tokens (1.3-3x faster than the dp4a GEMV and the GEMM there), the MMA GEMM above.
+  if (kernel == 0) kernel = M == 1 ? 1 : (M <= 16 ? 4 : 2);
+  if (kernel < 1 || kernel > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
   if (kernel != 2 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
   if (kernel == 3 && M > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel 3 takes at most 4 tokens)");
-  if (kernel == 6 && M > 8) check(cudaErrorInvalidValue, "ternary_matmul (MMA GEMV takes at most 8 tokens)");
   if (kernel == 2) {
     dim3 grid(np / 64, (M + 63) / 64);
     launch(tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n, kp / 64,
            xq, M, sumq, inv_s, ep);
     return;
   }
-  if (lpr == 0) {
-    // 8 lanes per row (16 rows per block) when that gives about two blocks per SM, else 16 (8 rows per block);
-    // above 4 tokens the dp4a work dominates and 8 lanes measured faster on every 2B4T shape.
-    lpr = (M > 4 || np / 16 >= 264) ? 8 : 16;
-    if (kernel == 6) lpr = 4;
+  if (kernel == 4) {
+    // Warps per 16-row tile: 8 below 8192 rows (fewer tiles, so more warps share a tile's row chunks), else 4.
+    if (layout == 0) layout = np < 8192 ? 8 : 4;
+    if (layout != 4 && layout != 8) check(cudaErrorInvalidValue, "ternary_matmul (MMA GEMV: 4 or 8 warps)");
+  } else {
+    // Lanes per row: 8 (16 rows per block) when that gives about two blocks per SM; else 32 (one warp per row,
+    // 8 per block: more bytes in flight) on long rows, 16 (8 rows per block) on short ones.
+    if (layout == 0) layout = np / 16 >= 264 ? 8 : (kp >= 4096 ? 32 : 16);
+    if (layout != 8 && layout != 16 && layout != 32)
+      check(cudaErrorInvalidValue, "ternary_matmul (dp4a GEMV: 8, 16 or 32 lanes per row)");
   }
-  if (lpr != 8 && lpr != 16 && !(kernel == 6 && lpr == 4) && !((kernel == 4 || kernel == 5) && lpr == 32))
-    check(cudaErrorInvalidValue, "ternary_matmul (lanes_per_row)");
   switch (M) {
 #define TRITIUM_GEMV_CASE(MM) \
-  case MM: gemv_lpr<MM>(kernel, lpr, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
+  case MM: gemv<MM>(kernel, layout, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
     TRITIUM_GEMV_CASE(1) TRITIUM_GEMV_CASE(2) TRITIUM_GEMV_CASE(3) TRITIUM_GEMV_CASE(4)
     TRITIUM_GEMV_CASE(5) TRITIUM_GEMV_CASE(6) TRITIUM_GEMV_CASE(7) TRITIUM_GEMV_CASE(8)
     TRITIUM_GEMV_CASE(9) TRITIUM_GEMV_CASE(10) TRITIUM_GEMV_CASE(11) TRITIUM_GEMV_CASE(12)
@@ -540,16 +543,16 @@ void run_bitcos(const uint32_t* masks, const uint32_t* row_offsets, const uint32
 
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                     const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream, int kernel,
-                    int lanes_per_row) {
+                    int layout) {
   Epi ep{e.y, e.ldy, e.add ? 1 : 0, e.seg_end[0], e.seg_end[1], e.seg_scale[0], e.seg_scale[1], e.seg_scale[2],
          nullptr};
-  run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, lanes_per_row);
+  run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, layout);
 }
 
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
-                        int32_t* acc, cudaStream_t stream, int kernel, int lanes_per_row) {
+                        int32_t* acc, cudaStream_t stream, int kernel, int layout) {
   Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
-  run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, lanes_per_row);
+  run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, layout);
 }
 
 void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
