@@ -141,7 +141,8 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f
 
 }  // namespace
 
-// Integer GEMV (dp4a, 8 and 16 lanes per row) and GEMM (int8 MMA) against a scalar int32 reference.
+// Integer GEMVs (dp4a with 8, 16 and 32 lanes per row; int8 MMA with 4 and 8 warps per 16 rows), the GEMM (int8
+// MMA) and the automatic choice against a scalar int32 reference.
 TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
