@@ -92,7 +92,9 @@ ModelConfig synth_shape(const std::string& name) {
 void write_synthetic_bitnet(const std::string& out_dir, const SynthOptions& o) {
   if (!(o.zero_density >= 0.0 && o.zero_density <= 1.0))
     fail("synth: --zero-density {} must be in [0, 1]", o.zero_density);
-  const ModelConfig c = synth_shape(o.shape);
+  if (o.num_layers < 0) fail("synth: --layers {} must be positive", o.num_layers);
+  ModelConfig c = synth_shape(o.shape);
+  if (o.num_layers > 0) c.num_layers = o.num_layers;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) fail("{}: cannot create folder: {}", out_dir, ec.message());

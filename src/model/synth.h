@@ -12,6 +12,7 @@ struct SynthOptions {
   std::string shape = "bitnet-2b4t";  ///< "bitnet-2b4t" (microsoft/bitnet-b1.58-2B-4T) or "tiny" (tiny-bitnet sizes)
   double zero_density = 0.42;          ///< fraction of zero ternary weights, in [0, 1]
   uint64_t seed = 1;
+  int num_layers = 0;                  ///< decoder layers; 0 = the shape's own count
   std::string tokenizer_dir;           ///< folder with tokenizer.json (+ tokenizer_config.json) to copy; "" = none
 };
 

@@ -5,9 +5,11 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -15,6 +17,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "kernels/cuda/decode_persistent.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/ternary_tc2.h"
 #include "parallel/nccl_comm.h"
@@ -132,6 +135,18 @@ class CudaBackend final : public ForwardBackend {
   int ntiles_ = 0;           // prefill tiles of this forward (0: per-row kernel)
   std::vector<int32_t> tiles_h_;
   static constexpr int kSplitMinContext = 256;  // decode contexts longer than this use split-K
+  // Persistent decode kernel (batch 1, ternary layers): its plan and the device copy of the layer table.
+  std::optional<cuda::PersistentDecodePlan> persist_;
+  const cuda::PersistentLayer* persist_layers_ = nullptr;
+  uint32_t* persist_flags_ = nullptr;
+  // TRITIUM_CUDA_PERSISTENT_PROFILE=1: per-phase clock64 stamps of block 0, summed over steps, printed at exit.
+  long long* persist_timing_ = nullptr;
+  std::vector<double> persist_cycles_;  // [5 phases x 3 parts]: summed over layers and steps
+  int persist_steps_ = 0;
+  bool ran_persistent_ = false;  // this forward runs the persistent kernel
+  void plan_persistent();
+  void collect_profile();
+  void run_persistent(const DevKv& kv);
 
   // Workspace (capacity in rows M, sequences S, logit rows O).
   DeviceArena ws_;
@@ -287,9 +302,109 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
   }
   max_kp_ = std::max(max_kp_, static_cast<int>((std::max(c_.hidden_size, c_.intermediate_size) + 63) / 64 * 64));
   bt_width_ = 0;  // set per cache (block size) in device_kv
+  plan_persistent();
+}
+
+void CudaBackend::plan_persistent() {
+  const char* env = std::getenv("TRITIUM_CUDA_PERSISTENT");
+  const bool on = env && *env ? std::string(env) == "1" : opts_.persistent_decode;
+  if (!on || tp_ || attn_basic_ || layers_.empty()) return;
+  auto proj = [](const DevLinear& d, cuda::PersistentProj& p) {
+    if (d.kind != DevLinear::kTernary) return false;
+    p.w = d.w2;
+    p.n = d.n;
+    p.kp = d.kp;
+    for (int i = 0; i < 3; ++i) p.seg_end[i] = d.seg.seg_end[i], p.seg_scale[i] = d.seg.seg_scale[i];
+    return true;
+  };
+  std::vector<cuda::PersistentLayer> table;
+  for (const DevLayer& L : layers_) {
+    cuda::PersistentLayer p;
+    p.in_norm = L.in_norm;
+    p.post_norm = L.post_norm;
+    p.attn_sub = L.attn_sub;
+    p.ffn_sub = L.ffn_sub;
+    if (!proj(L.qkv, p.qkv) || !proj(L.o, p.o) || !proj(L.gate_up, p.gate_up) || !proj(L.down, p.down)) return;
+    table.push_back(p);
+  }
+  cuda::PersistentDecodePlan plan;
+  const char* why = "";
+  if (!cuda::plan_persistent_decode(table[0], c_.hidden_size, c_.intermediate_size, c_.num_heads, c_.num_kv_heads,
+                                    c_.head_dim, plan, why))
+    return;  // the layered kernels run every step (why: the model does not fit the kernel)
+  persist_layers_ = weights_.upload(table.data(), table.size());
+  persist_flags_ = weights_.alloc<uint32_t>(1);
+  persist_ = plan;
+  name_ += " (persistent decode)";
+  if (const char* p = std::getenv("TRITIUM_CUDA_PERSISTENT_PROFILE"); p && std::string(p) == "1") {
+    persist_timing_ = weights_.alloc<long long>(15 * layers_.size() + 1);
+    persist_cycles_.assign(15, 0.0);
+  }
+}
+
+void CudaBackend::collect_profile() {
+  std::vector<long long> t(15 * layers_.size() + 1);
+  check(cudaMemcpy(t.data(), persist_timing_, t.size() * sizeof(long long), cudaMemcpyDeviceToHost),
+        "cudaMemcpy (persistent profile)");
+  // Stamp i -> i + 1 is part i % 3 (prologue, GEMV, barrier) of phase (i / 3) % 5.
+  for (size_t i = 0; i + 1 < t.size(); ++i) persist_cycles_[(i / 3) % 5 * 3 + i % 3] += static_cast<double>(t[i + 1] - t[i]);
+  ++persist_steps_;
+}
+
+void CudaBackend::run_persistent(const DevKv& kv) {
+  const int Hd = c_.hidden_size;
+  cuda::embedding(embed_, tok_d_, 1, Hd, x_, stream_);
+  cuda::PersistentDecodeArgs a;
+  a.layers = persist_layers_;
+  a.num_layers = c_.num_layers;
+  a.hidden = Hd;
+  a.inter = c_.intermediate_size;
+  a.H = c_.num_heads;
+  a.KVH = c_.num_kv_heads;
+  a.D = c_.head_dim;
+  a.eps = c_.rms_norm_eps;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  a.relu2 = c_.hidden_act == Activation::kRelu2;
+  a.x = x_;
+  a.qkv = qkv_;
+  a.attn = attn_;
+  a.gu = gu_;
+  a.cos_t = cos_;
+  a.sin_t = sin_;
+  a.pos = pos_d_;
+  a.seq = seq_d_;
+  a.bt = bt_d_;
+  a.bt_width = bt_width_;
+  a.block_size = kv.block_size;
+  a.kv_base = kv.base;
+  a.kv_pool = static_cast<int64_t>(kv.pool());
+  // Split-K attention above kSplitMinContext, with at most one round of work items over the grid.
+  a.nsplit = attn_split_ > 1 ? std::max(1, std::min(attn_split_, persist_->grid / c_.num_heads)) : 1;
+  a.part = attn_part_;
+  a.cnt = attn_cnt_;
+  a.flags = persist_flags_;
+  a.timing = persist_timing_;
+  cuda::persistent_decode(a, *persist_, stream_);
+  apply(lm_head_, x_, Hd, out_d_, final_norm_, 1, logits_, c_.vocab_size, false);
 }
 
 CudaBackend::~CudaBackend() {
+  if (persist_steps_ > 0) {
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, opts_.device);
+    const double per = 1e3 / std::max(1, khz) / persist_steps_ / static_cast<double>(layers_.size());  // us/cycle
+    std::string line;
+    double total = 0;
+    const char* names[5] = {"Q", "A", "O", "G", "D"};
+    for (int k = 0; k < 5; ++k) {
+      const double* c = &persist_cycles_[3 * k];
+      total += c[0] + c[1] + c[2];
+      line += fmt::format("  {} {:.2f} = {:.2f} + {:.2f} + {:.2f}", names[k], (c[0] + c[1] + c[2]) * per, c[0] * per,
+                          c[1] * per, c[2] * per);
+    }
+    std::fprintf(stderr, "persistent decode profile (%d steps, block 0, us per layer: phase = prologue + GEMV + barrier):%s  "
+                 "layer %.2f\n", persist_steps_, line.c_str(), total * per);
+  }
   clear_graphs();
   if (blas_) cublasDestroy(blas_);
   if (blas_ws_) cudaFree(blas_ws_);
@@ -429,6 +544,10 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
 void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int qkvw = qd + 2 * kvd;
+  if (ran_persistent_) {  // set by forward(): one sequence, one new token
+    run_persistent(kv);
+    return;
+  }
   if (!tp_) {
     cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
   } else {
@@ -525,6 +644,7 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
     max_ctx = std::max<int64_t>(max_ctx, ch.start_pos + static_cast<int64_t>(ch.tokens.size()));
   }
   ensure_workspace(M, S, O);
+  ran_persistent_ = persist_ && M == 1 && S == 1 && O == 1;
   // Attention kernels of this forward: split-K for decode rows (M == S) at long contexts; flash-style prefill
   // when the chunks average at least 16 rows (tiles of 1-2 rows would serialize a long context per block).
   attn_split_ = 1;
@@ -625,6 +745,7 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
           "cudaMemcpyAsync (logits)");
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+  if (persist_timing_ && ran_persistent_) collect_profile();
 }
 
 }  // namespace

@@ -37,6 +37,11 @@ struct CudaOptions {
   /// flash-style prefill kernel for prefill chunks), true = the basic per-row kernels only. The environment
   /// variable TRITIUM_CUDA_ATTENTION=basic also forces the basic kernels (=auto or unset: automatic).
   bool attention_basic = false;
+  /// Batch-1 decode steps of ternary models in one persistent kernel (kernels/cuda/decode_persistent.h) when
+  /// the model fits it (sm_90); false = the layered kernels. Off by default: exact, but measured slower than the
+  /// layered kernels on the H200 (bench/CUDA_NOTES.md, version 9). The environment variable
+  /// TRITIUM_CUDA_PERSISTENT=1 / =0 overrides this. The backend's name() says "persistent decode" when it is used.
+  bool persistent_decode = false;
 };
 
 /// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention_block.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -41,21 +42,6 @@ void fail_arg(const char* what, const char* why) {
   check(cudaErrorInvalidValue, msg.c_str());
 }
 
-/// Merges the 32 lane groups' online-softmax states (max m_s, sum l_s, unnormalized output o_s) at column d,
-/// relative to the overall max M: returns the merged sum in L and output in O. Empty groups (l == 0) are skipped.
-template <int D>
-__device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s, const float (*o_s)[D], float M,
-                                             int d, float& L, float& O) {
-  L = 0.0f;
-  O = 0.0f;
-  for (int g = 0; g < 32; ++g) {
-    if (l_s[g] == 0.0f) continue;
-    const float w = expf(m_s[g] - M);
-    L += l_s[g] * w;
-    O += o_s[g][d] * w;
-  }
-}
-
 template <int D, bool FUSED, bool SPLIT>
 __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict__ q, int64_t ldq, int H, int KVH,
                                                         const int32_t* __restrict__ pos,
@@ -66,193 +52,9 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
                                                         const float* __restrict__ cos_t,
                                                         const float* __restrict__ sin_t, int nsplit,
                                                         float* __restrict__ part, int* __restrict__ cnt) {
-  constexpr int DL = D / 8;
-  static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
-  __shared__ float m_s[32], l_s[32];
-  __shared__ float o_s[32][D];
-  __shared__ int is_last;
-  const int r = blockIdx.x, h = blockIdx.y;
-  const int tid = threadIdx.x, grp = tid / 8, sub = tid % 8;
-  const int kvh = h / (H / KVH), kvd = KVH * D;
-  // Metadata (positions, block tables) is not written by kernels: read it, and the KV blocks of the first
-  // step, before waiting for the previous kernel.
-  const int n_all = pos[r] + 1;
-  const int n = FUSED ? n_all - 1 : n_all;  // positions read from the pool
-  // This block's positions [p_begin, p_end) (all of them without SPLIT), `active` chunks for the (row, head).
-  int p_begin = 0, p_end = n_all, active = 1;
-  if constexpr (SPLIT) {
-    const int chunk = ((n_all + nsplit - 1) / nsplit + 63) / 64 * 64;
-    active = (n_all + chunk - 1) / chunk;
-    if (static_cast<int>(blockIdx.z) >= active) {  // nothing to do: writes nothing, reads nothing written
-      pdl_trigger();
-      return;
-    }
-    p_begin = static_cast<int>(blockIdx.z) * chunk;
-    p_end = min(n_all, p_begin + chunk);
-  }
-  const bool has_new = p_end == n_all;  // FUSED: this block holds the new position (one chunk per row)
-  const int n_end = min(p_end, n);      // end of the positions read from the pool
-  const int32_t* table = bt + static_cast<int64_t>(seq[r]) * btw;
-  const int warp_first = grp & ~3;
-  float cs[FUSED ? DL : 1], sn[FUSED ? DL : 1];
-  if constexpr (FUSED) {
-    const int64_t cb = static_cast<int64_t>(n_all - 1) * (D / 2) + (sub % 4) * DL;
-#pragma unroll
-    for (int i = 0; i < DL; ++i) cs[i] = cos_t[cb + i], sn[i] = sin_t[cb + i];
-  }
-  int first_blocks[2];
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int p = p_begin + warp_first + (grp & 3) + 32 * u;
-    first_blocks[u] = p < n_end ? table[p / bs] : 0;
-  }
-  pdl_trigger();
-  pdl_wait();
-  float qv[DL];
-  {
-    const float4* qp = reinterpret_cast<const float4*>(q + static_cast<int64_t>(r) * ldq + h * D + sub * DL);
-#pragma unroll
-    for (int i = 0; i < DL / 4; ++i) {
-      const float4 t = qp[i];
-      qv[4 * i] = t.x, qv[4 * i + 1] = t.y, qv[4 * i + 2] = t.z, qv[4 * i + 3] = t.w;
-    }
-  }
-  // RoPE (rotate_half, the float operations of rope_kv_write): lanes 0-3 of a group hold the first half.
-  auto rope = [&](float (&v)[DL]) {
-#pragma unroll
-    for (int i = 0; i < DL; ++i) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[i], 4);
-      v[i] = sub < 4 ? __fsub_rn(__fmul_rn(v[i], cs[i]), __fmul_rn(other, sn[i]))
-                     : __fadd_rn(__fmul_rn(v[i], cs[i]), __fmul_rn(other, sn[i]));
-    }
-  };
-  float kc[FUSED ? DL : 1], vc[FUSED ? DL : 1];
-  if constexpr (FUSED) {
-    rope(qv);
-    const float* row = q + static_cast<int64_t>(r) * ldq + H * D + kvh * D + sub * DL;
-#pragma unroll
-    for (int i = 0; i < DL; ++i) kc[i] = row[i], vc[i] = row[kvd + i];
-    rope(kc);
-    if (has_new && h % (H / KVH) == 0 && grp == 0) {
-      const int p = n_all - 1;
-      const int64_t off = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * kvd + kvh * D + sub * DL;
-#pragma unroll
-      for (int i = 0; i < DL; ++i) kpool[off + i] = kc[i], vpool[off + i] = vc[i];
-    }
-  }
-  float m = -INFINITY, l = 0.0f, o[DL];
-#pragma unroll
-  for (int i = 0; i < DL; ++i) o[i] = 0.0f;
-
-  // The loop bound is uniform over the warp (its first group's start), so every lane reaches the shuffles
-  // below; positions past n are masked inside.
-  for (int base = p_begin + warp_first; base < n_end; base += 64) {
-    const int p0 = base + (grp & 3);
-    float4 kv[2][DL / 4], vv[2][DL / 4];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int p = p0 + 32 * u;
-      if (p < n_end) {
-        const int blk = base == p_begin + warp_first ? first_blocks[u] : table[p / bs];
-        const int64_t off = (static_cast<int64_t>(blk) * bs + p % bs) * kvd + kvh * D + sub * DL;
-        const float4* kp = reinterpret_cast<const float4*>(kpool + off);
-        const float4* vp = reinterpret_cast<const float4*>(vpool + off);
-#pragma unroll
-        for (int i = 0; i < DL / 4; ++i) kv[u][i] = kp[i], vv[u][i] = vp[i];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int p = p0 + 32 * u;
-      float s = 0.0f;
-      if (p < n_end) {
-#pragma unroll
-        for (int i = 0; i < DL / 4; ++i)
-          s += qv[4 * i] * kv[u][i].x + qv[4 * i + 1] * kv[u][i].y + qv[4 * i + 2] * kv[u][i].z +
-               qv[4 * i + 3] * kv[u][i].w;
-      }
-      s += __shfl_xor_sync(0xffffffffu, s, 1);
-      s += __shfl_xor_sync(0xffffffffu, s, 2);
-      s += __shfl_xor_sync(0xffffffffu, s, 4);
-      if (p < n_end) {
-        s *= scale;
-        const float mn = fmaxf(m, s);
-        const float corr = expf(m - mn), pe = expf(s - mn);
-        l = l * corr + pe;
-#pragma unroll
-        for (int i = 0; i < DL / 4; ++i) {
-          o[4 * i] = o[4 * i] * corr + pe * vv[u][i].x;
-          o[4 * i + 1] = o[4 * i + 1] * corr + pe * vv[u][i].y;
-          o[4 * i + 2] = o[4 * i + 2] * corr + pe * vv[u][i].z;
-          o[4 * i + 3] = o[4 * i + 3] * corr + pe * vv[u][i].w;
-        }
-        m = mn;
-      }
-    }
-  }
-  if constexpr (FUSED) {
-    if (has_new) {  // the new position, from registers, in group 0's state (uniform over the block)
-      float sc = 0.0f;
-#pragma unroll
-      for (int i = 0; i < DL; ++i) sc += qv[i] * kc[i];
-      sc += __shfl_xor_sync(0xffffffffu, sc, 1);
-      sc += __shfl_xor_sync(0xffffffffu, sc, 2);
-      sc += __shfl_xor_sync(0xffffffffu, sc, 4);
-      if (grp == 0) {
-        sc *= scale;
-        const float mn = fmaxf(m, sc);
-        const float corr = expf(m - mn), pe = expf(sc - mn);
-        l = l * corr + pe;
-#pragma unroll
-        for (int i = 0; i < DL; ++i) o[i] = o[i] * corr + pe * vc[i];
-        m = mn;
-      }
-    }
-  }
-  if (sub == 0) m_s[grp] = m, l_s[grp] = l;
-#pragma unroll
-  for (int i = 0; i < DL; ++i) o_s[grp][sub * DL + i] = o[i];
-  __syncthreads();
-  float M = -INFINITY;
-  for (int g = 0; g < 32; ++g) M = fmaxf(M, m_s[g]);
-  if (SPLIT && active > 1) {
-    // Partial state of this chunk: O (relative to M) [D], M, L.
-    const int64_t rh = static_cast<int64_t>(r) * H + h;
-    float* pp = part + (rh * nsplit + blockIdx.z) * (D + 2);
-    for (int d = tid; d < D; d += 256) {
-      float L, O;
-      merge_groups<D>(m_s, l_s, o_s, M, d, L, O);
-      pp[d] = O;
-      if (d == 0) pp[D] = M, pp[D + 1] = L;
-    }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) is_last = atomicAdd(&cnt[rh], 1) == active - 1;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    const float* pb = part + rh * nsplit * (D + 2);
-    float MM = -INFINITY;
-    for (int j = 0; j < active; ++j) MM = fmaxf(MM, __ldcg(pb + j * (D + 2) + D));
-    for (int d = tid; d < D; d += 256) {
-      float L = 0.0f, O = 0.0f;
-      for (int j = 0; j < active; ++j) {
-        const float w = expf(__ldcg(pb + j * (D + 2) + D) - MM);
-        L += __ldcg(pb + j * (D + 2) + D + 1) * w;
-        O += __ldcg(pb + j * (D + 2) + d) * w;
-      }
-      out[static_cast<int64_t>(r) * H * D + h * D + d] = O / L;
-    }
-    if (tid == 0) cnt[rh] = 0;  // ready for the next launch (graph replay)
-    return;
-  }
-  for (int d = tid; d < D; d += 256) {
-    float L, O;
-    merge_groups<D>(m_s, l_s, o_s, M, d, L, O);
-    out[static_cast<int64_t>(r) * H * D + h * D + d] = O / L;
-  }
+  attention_block<D, FUSED, SPLIT>(blockIdx.x, blockIdx.y, blockIdx.z, q, ldq, H, KVH, pos, seq, bt, btw, bs, kpool,
+                                   vpool, out, scale, cos_t, sin_t, nsplit, part, cnt);
 }
-
 
 constexpr int kFlashQ = 64;   // query vectors (rows x query heads of one KV head) per block
 constexpr int kFlashK = 32;   // KV positions per shared-memory tile

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_ops.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -104,19 +105,6 @@ __device__ __forceinline__ T block_all_reduce(T v, Op op, T* sm /* [kVecThreads 
 #pragma unroll
   for (int i = 1; i < kVecThreads / 32; ++i) r = op(r, sm[i]);
   return r;
-}
-
-__device__ __forceinline__ float glu_one(float g, float u, int mode) {
-  if (mode == 1) {
-    const float rr = g > 0.0f ? g : 0.0f;
-    return __fmul_rn(__fmul_rn(rr, rr), u);
-  }
-  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
-
-__device__ __forceinline__ int quant_one(float v, float s) {
-  const float t = rintf(__fmul_rn(v, s));
-  return static_cast<int>(fminf(fmaxf(t, -128.0f), 127.0f));
 }
 
 template <int VPT, int MODE>

@@ -1,0 +1,419 @@
+// tritium kernels/cuda: the persistent decode kernel (design in decode_persistent.h).
+#include "kernels/cuda/decode_persistent.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention_block.cuh"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/row_ops.cuh"
+
+namespace tritium::cuda {
+namespace {
+
+constexpr int kThreads = 256;       // the block size attention_block expects
+constexpr int kMaxVec = 8;          // float4 per thread in the row prologues: rows up to 8 * 4 * 256 = 8192
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // device code below: sm_90 only (see the kernel)
+constexpr uint32_t kMask = 0x03030303u;  // the 4 two-bit codes of one shift group (tc2 layout)
+
+// ---- weight prefetch: bulk asynchronous copies (TMA, sm_90) into shared memory, one mbarrier per slot ----
+// One thread issues the copy of a whole contiguous slice; the other threads never stall on it. A slot's
+// mbarrier completes one phase per layer (parity l & 1) when the slice's bytes have landed.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the async proxy
+}
+/// Thread 0 only: copies `bytes` (a multiple of 16, 16-byte aligned ends) from global src to shared dst and
+/// completes the current phase of `bar` when they have arrived (at once when bytes == 0).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  // Earlier generic-proxy reads of dst (the previous layer's GEMV) before the async-proxy writes.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  if (bytes == 0) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+    return;
+  }
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+/// This block's rows of projection p ([blockIdx.x * rpb, + rpb) clipped to p.n) into `slot` (thread 0 issues).
+__device__ __forceinline__ void prefetch_rows(const PersistentProj& p, int rpb, uint4* slot, uint64_t* bar) {
+  if (threadIdx.x != 0) return;
+  const int nch = p.kp / 64;
+  const int r0 = static_cast<int>(blockIdx.x) * rpb;
+  const int rows = max(0, min(p.n, r0 + rpb) - r0);
+  bulk_load(slot, reinterpret_cast<const uint4*>(p.w) + static_cast<int64_t>(r0) * nch,
+            static_cast<uint32_t>(rows) * nch * 16u, bar);
+}
+
+// ---- grid barrier: one counter; thread 0 of each block adds 1 (release, cumulative over the block's writes that
+// the __syncthreads before it ordered) and polls it (acquire) until it reaches epoch * gridDim.x. Measured faster
+// than a flag per block polled by every block (bench/CUDA_NOTES.md, version 9). ----
+__device__ __forceinline__ void grid_sync(uint32_t* counter, uint32_t epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
+    const uint32_t target = epoch * gridDim.x;
+    uint32_t v = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+    } while (v < target);
+  }
+  __syncthreads();
+}
+
+struct Reductions {
+  double d[kThreads / 32];
+  float f[kThreads / 32];
+  int i[kThreads / 32];
+};
+
+/// Every thread gets op over the block (warp shuffles, then the 8 warp values in order: the order of
+/// norm_quant_vec_kernel in ops.cu, so the same double sum).
+template <class T, class Op>
+__device__ __forceinline__ T all_reduce(T v, Op op, T* sm) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
+  __syncthreads();
+  T r = sm[0];
+#pragma unroll
+  for (int i = 1; i < kThreads / 32; ++i) r = op(r, sm[i]);
+  return r;
+}
+
+struct AddOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// The row prologue of a projection, computed by every block for itself: v = src (MODE 0) or the GLU of
+/// src = [gate | up] (MODE 1 relu^2, 2 SiLU), then RMSNorm with weight w (skipped when w is null), then absmax
+/// int8 quantization into xs in the GEMV's order (chunk c of 64 values, quarter q: 16-byte word q * nch + c),
+/// zero past n up to nch * 64. Same float operations and reduction order as norm_quant_vec_kernel.
+/// Returns 1 / scale in inv_s and the sum of the quantized values in sumq (every thread).
+template <int MODE>
+__device__ __forceinline__ void row_prologue(const float* src, int n, const float* __restrict__ w, float eps,
+                                             int nch, uint8_t* xs, Reductions& red, float& inv_s, int& sumq) {
+  const int tid = threadIdx.x, n4 = n / 4;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4 wv[kMaxVec];  // the norm weights first: their loads overlap those of the activations
+  if (w) {
+#pragma unroll
+    for (int j = 0; j < kMaxVec; ++j) {
+      const int i = tid + j * kThreads;
+      if (i < n4) wv[j] = __ldg(w4 + i);
+    }
+  }
+  float4 v[kMaxVec];
+#pragma unroll
+  for (int j = 0; j < kMaxVec; ++j) {
+    const int i = tid + j * kThreads;
+    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < n4) {
+      if (MODE == 0) {
+        v[j] = __ldcg(s4 + i);
+      } else {
+        const float4 g = __ldcg(s4 + i), u = __ldcg(s4 + n4 + i);
+        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
+                           glu_one(g.w, u.w, MODE));
+      }
+    }
+  }
+  if (w) {
+    double ss = 0.0;
+#pragma unroll
+    for (int j = 0; j < kMaxVec; ++j) {
+      const double a = v[j].x, b = v[j].y, c = v[j].z, d = v[j].w;
+      ss += a * a + b * b + c * c + d * d;
+    }
+    ss = all_reduce(ss, AddOp{}, red.d);
+    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(n)), eps)));
+#pragma unroll
+    for (int j = 0; j < kMaxVec; ++j) {
+      if (tid + j * kThreads < n4) {
+        v[j].x = __fmul_rn(wv[j].x, __fmul_rn(v[j].x, inv));
+        v[j].y = __fmul_rn(wv[j].y, __fmul_rn(v[j].y, inv));
+        v[j].z = __fmul_rn(wv[j].z, __fmul_rn(v[j].z, inv));
+        v[j].w = __fmul_rn(wv[j].w, __fmul_rn(v[j].w, inv));
+      }
+    }
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxVec; ++j)
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  amax = all_reduce(amax, MaxOp{}, red.f);
+  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
+  auto at = [&](int i) {  // the 4 bytes of values 4i .. 4i + 3
+    const int d = 4 * i;
+    return reinterpret_cast<uint32_t*>(xs + ((((d >> 4) & 3) * nch + (d >> 6)) << 4) + (d & 15));
+  };
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxVec; ++j) {
+    const int i = tid + j * kThreads;
+    if (i < n4) {
+      const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
+                d = quant_one(v[j].w, s);
+      sum += a + b + c + d;
+      *at(i) = (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
+               ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
+    }
+  }
+  for (int i = n4 + tid; i < nch * 16; i += kThreads) *at(i) = 0u;
+  sum = all_reduce(sum, AddOp{}, red.i);  // its barrier also publishes xs to the block
+  inv_s = __fdiv_rn(1.0f, s);
+  sumq = sum;
+}
+
+/// sum over the 64 weights of chunk c: codes of wv times the activations of chunk c (xs in the GEMV's order).
+__device__ __forceinline__ int dot_chunk(const uint4 wv, const uint4* xs, int nch, int c, int acc) {
+  const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint4 xv = xs[q * nch + c];
+    acc = __dp4a(static_cast<int>(words[q] & kMask), static_cast<int>(xv.x), acc);
+    acc = __dp4a(static_cast<int>((words[q] >> 2) & kMask), static_cast<int>(xv.y), acc);
+    acc = __dp4a(static_cast<int>((words[q] >> 4) & kMask), static_cast<int>(xv.z), acc);
+    acc = __dp4a(static_cast<int>((words[q] >> 6) & kMask), static_cast<int>(xv.w), acc);
+  }
+  return acc;
+}
+
+/// This block's rows of projection p from its shared-memory slot: 8 lanes per row (4 rows per warp), lane sub
+/// takes the 64-weight chunks sub, sub + 8, ...; dp4a of the codes c = w + 1 with the int8 activations, minus
+/// sumq, then the epilogue of ternary_matmul: y[row] = (float(acc) * inv_s) * segment scale, or += (add).
+__device__ __forceinline__ void gemv_rows(const PersistentProj& p, int rpb, const uint4* slot, const uint4* xs,
+                                          int sumq, float inv_s, float* y, bool add) {
+  const int nch = p.kp / 64;
+  const int r0 = static_cast<int>(blockIdx.x) * rpb;
+  const int rows = max(0, min(p.n, r0 + rpb) - r0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 8, sub = lane % 8;
+  for (int rb = warp * 4; rb < rows; rb += kThreads / 8) {  // uniform over the warp: shuffles below are safe
+    const int rr = rb + g;
+    int acc = 0;
+    if (rr < rows) {
+      const uint4* wr = slot + rr * nch;
+      int acc1 = 0;  // two chunks per iteration, two dependency chains
+      int c = sub;
+      for (; c + 8 < nch; c += 16) {
+        const uint4 w0 = wr[c], w1 = wr[c + 8];
+        acc = dot_chunk(w0, xs, nch, c, acc);
+        acc1 = dot_chunk(w1, xs, nch, c + 8, acc1);
+      }
+      if (c < nch) acc = dot_chunk(wr[c], xs, nch, c, acc);
+      acc += acc1;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+    if (sub == 0 && rr < rows) {
+      const int row = r0 + rr;
+      const float sc = row < p.seg_end[0] ? p.seg_scale[0] : (row < p.seg_end[1] ? p.seg_scale[1] : p.seg_scale[2]);
+      const float val = __fmul_rn(__fmul_rn(static_cast<float>(acc - sumq), inv_s), sc);
+      y[row] = add ? __fadd_rn(__ldcg(y + row), val) : val;
+    }
+  }
+}
+
+#endif
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(PersistentDecodeArgs a,
+                                                                        PersistentDecodePlan pl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies and mbarrier transaction counts: sm_90
+  extern __shared__ uint4 smem[];
+  __shared__ Reductions red;
+  uint4* slot[4] = {smem + pl.slot_off[0], smem + pl.slot_off[1], smem + pl.slot_off[2], smem + pl.slot_off[3]};
+  uint4* xs = smem + pl.xs_off;
+  uint8_t* xs8 = reinterpret_cast<uint8_t*>(xs);
+  const int qd = a.H * D, qkvw = qd + 2 * a.KVH * D;
+  const int G = static_cast<int>(gridDim.x);
+  auto projs = [](const PersistentLayer& L, int k) -> const PersistentProj& {
+    return k == 0 ? L.qkv : (k == 1 ? L.o : (k == 2 ? L.gate_up : L.down));
+  };
+  // Weight slots: one mbarrier each (one phase per layer: parity l & 1). Each phase's slice is requested by
+  // thread 0 at the start of the phase and lands while the block computes the row prologue. Requesting it a
+  // layer ahead measured slower: the bulk copies then share the SM's memory path with the latency-bound
+  // prologue and barrier loads (CUDA_NOTES, version 9).
+  __shared__ uint64_t wbar[4];
+  if (threadIdx.x == 0)
+    for (int k = 0; k < 4; ++k) mbar_init(&wbar[k]);
+  __syncthreads();
+  uint32_t epoch = 0;  // barriers passed = phases completed
+  const bool stamp = a.timing != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  auto mark = [&](int j) {  // profile: stamp j of the current phase
+    if (stamp) a.timing[3 * epoch + j] = clock64();
+  };
+  mark(0);
+  auto sync = [&] {
+    grid_sync(a.flags, ++epoch);
+    mark(0);
+  };
+  float inv_s = 1.0f;
+  int sumq = 0;
+  // A projection phase: request the slice, the row prologue (by the caller, in between), wait, multiply.
+  auto request = [&](int l, int k) { prefetch_rows(projs(a.layers[l], k), pl.rows_per_block[k], slot[k], &wbar[k]); };
+  auto project = [&](int l, int k, float* y, bool add) {
+    mark(1);
+    mbar_wait(&wbar[k], static_cast<uint32_t>(l & 1));
+    gemv_rows(projs(a.layers[l], k), pl.rows_per_block[k], slot[k], xs, sumq, inv_s, y, add);
+    __syncthreads();  // the slot and xs are free again
+    mark(2);
+  };
+  for (int l = 0; l < a.num_layers; ++l) {
+    const PersistentLayer& L = a.layers[l];
+    float* kpool = a.kv_base + 2 * static_cast<int64_t>(l) * a.kv_pool;
+    float* vpool = kpool + a.kv_pool;
+    // Q: input RMSNorm + quantization, qkv rows.
+    request(l, 0);
+    row_prologue<0>(a.x, a.hidden, L.in_norm, a.eps, L.qkv.kp / 64, xs8, red, inv_s, sumq);
+    project(l, 0, a.qkv, false);
+    sync();
+    // A: attention items (head, chunk), RoPE and the KV write inside.
+    for (int it = blockIdx.x; it < a.H * a.nsplit; it += G) {
+      const int h = it / a.nsplit, z = it % a.nsplit;
+      if (a.nsplit > 1) {
+        attention_block<D, true, true>(0, h, z, a.qkv, qkvw, a.H, a.KVH, a.pos, a.seq, a.bt, a.bt_width,
+                                       a.block_size, kpool, vpool, a.attn, a.scale, a.cos_t, a.sin_t, a.nsplit,
+                                       a.part, a.cnt);
+      } else {
+        attention_block<D, true, false>(0, h, 0, a.qkv, qkvw, a.H, a.KVH, a.pos, a.seq, a.bt, a.bt_width,
+                                        a.block_size, kpool, vpool, a.attn, a.scale, a.cos_t, a.sin_t, 1, nullptr,
+                                        nullptr);
+      }
+      __syncthreads();  // the item's shared state is reused by the next one
+    }
+    mark(1);
+    mark(2);
+    sync();
+    // O: attn_sub_norm + quantization, o rows, residual.
+    request(l, 1);
+    row_prologue<0>(a.attn, qd, L.attn_sub, a.eps, L.o.kp / 64, xs8, red, inv_s, sumq);
+    project(l, 1, a.x, true);
+    sync();
+    // G: post-attention RMSNorm + quantization, gate_up rows.
+    request(l, 2);
+    row_prologue<0>(a.x, a.hidden, L.post_norm, a.eps, L.gate_up.kp / 64, xs8, red, inv_s, sumq);
+    project(l, 2, a.gu, false);
+    sync();
+    // D: GLU + ffn_sub_norm + quantization, down rows, residual.
+    request(l, 3);
+    if (a.relu2) row_prologue<1>(a.gu, a.inter, L.ffn_sub, a.eps, L.down.kp / 64, xs8, red, inv_s, sumq);
+    else row_prologue<2>(a.gu, a.inter, L.ffn_sub, a.eps, L.down.kp / 64, xs8, red, inv_s, sumq);
+    project(l, 3, a.x, true);
+    if (l + 1 < a.num_layers) sync();
+  }
+  ++epoch;
+  mark(0);
+#else
+  __trap();  // never launched: plan_persistent_decode refuses devices below compute capability 9.0
+#endif
+}
+
+template <int D>
+auto kernel_of() {
+  return decode_persistent_kernel<D>;
+}
+
+void* kernel_ptr(int D) {
+  return D == 64 ? reinterpret_cast<void*>(kernel_of<64>()) : reinterpret_cast<void*>(kernel_of<128>());
+}
+
+}  // namespace
+
+bool plan_persistent_decode(const PersistentLayer& l0, int hidden, int inter, int H, int KVH, int D,
+                            PersistentDecodePlan& plan, const char*& why) {
+  plan = PersistentDecodePlan{};
+  if (D != 64 && D != 128) return why = "head_dim is not 64 or 128", false;
+  if (KVH <= 0 || H % KVH != 0) return why = "heads", false;
+  const int qd = H * D;
+  constexpr int kMaxRow = kMaxVec * 4 * kThreads;
+  if (hidden % 4 || inter % 4 || hidden > kMaxRow || inter > kMaxRow || qd > kMaxRow)
+    return why = "a row is longer than 8192 or not a multiple of 4", false;
+  const PersistentProj* ps[4] = {&l0.qkv, &l0.o, &l0.gate_up, &l0.down};
+  const int ks[4] = {hidden, qd, hidden, inter};
+  const int ns[4] = {qd + 2 * KVH * D, hidden, 2 * inter, hidden};
+  for (int k = 0; k < 4; ++k)
+    if (ps[k]->n != ns[k] || ps[k]->kp < ks[k] || ps[k]->kp % 64 || ps[k]->kp > ks[k] + 63)
+      return why = "projection shapes", false;
+  int dev = 0, sms = 0, coop = 0, optin = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+  if (!coop) return why = "the device has no cooperative launch", false;
+  int major = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  if (major < 9) return why = "needs compute capability 9.0 (bulk copies)", false;
+  plan.grid = sms;
+  int off = 0, max_kp = 0;
+  for (int k = 0; k < 4; ++k) {
+    plan.rows_per_block[k] = (ps[k]->n + sms - 1) / sms;
+    plan.slot_off[k] = off;
+    off += plan.rows_per_block[k] * (ps[k]->kp / 64);
+    max_kp = max_kp > ps[k]->kp ? max_kp : ps[k]->kp;
+  }
+  plan.xs_off = off;
+  off += max_kp / 16;
+  plan.smem = static_cast<size_t>(off) * 16;
+  void* kern = kernel_ptr(D);
+  cudaFuncAttributes fa{};
+  check(cudaFuncGetAttributes(&fa, kern), "cudaFuncGetAttributes (persistent decode)");
+  if (plan.smem + fa.sharedSizeBytes > static_cast<size_t>(optin))
+    return why = "the weight slices do not fit the shared memory of one SM", false;
+  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)),
+        "persistent decode smem attribute");
+  int per_sm = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, plan.smem), "occupancy");
+  if (per_sm < 1) return why = "no block fits an SM", false;
+  return true;
+}
+
+void persistent_decode(const PersistentDecodeArgs& args, const PersistentDecodePlan& plan, cudaStream_t stream) {
+  if (plan.grid <= 0 || args.flags == nullptr || args.layers == nullptr || args.num_layers <= 0)
+    check(cudaErrorInvalidValue, "persistent_decode (no plan)");
+  if (args.nsplit < 1 || args.nsplit > kAttentionMaxSplit || (args.nsplit > 1 && (!args.part || !args.cnt)))
+    check(cudaErrorInvalidValue, "persistent_decode (nsplit / split scratch)");
+  check(cudaMemsetAsync(args.flags, 0, sizeof(uint32_t), stream), "cudaMemsetAsync (persistent decode barrier)");
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(plan.grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = plan.smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (args.D == 64) check(cudaLaunchKernelEx(&cfg, decode_persistent_kernel<64>, args, plan), "persistent decode");
+  else if (args.D == 128) check(cudaLaunchKernelEx(&cfg, decode_persistent_kernel<128>, args, plan), "persistent decode");
+  else check(cudaErrorInvalidValue, "persistent_decode (head_dim)");
+}
+
+}  // namespace tritium::cuda

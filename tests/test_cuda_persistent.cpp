@@ -1,0 +1,113 @@
+// The persistent decode kernel (kernels/cuda/decode_persistent.h) against the layered CUDA forward: the same
+// model, prompt and greedy continuation, once with each path, logits compared at every decode step (short
+// contexts, and a context past 256 positions where attention is split-K). Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/loader.h"
+#include "model/synth.h"
+#include "runtime/block_allocator.h"
+#include "runtime/cuda_backend.h"
+#include "test_util.h"
+
+using namespace tritium;
+
+namespace {
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Path {
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<KvCache> cache;
+};
+
+Path make_path(const std::string& dir, bool persistent, int max_tokens) {
+  Path p;
+  p.model = load_transformer(dir);
+  CudaOptions o;
+  o.persistent_decode = persistent;
+  p.model->set_backend(make_cuda_backend(*p.model, o));
+  const ModelConfig& c = p.model->config();
+  p.cache = std::make_unique<KvCache>(
+      KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>((max_tokens + 15) / 16)});
+  return p;
+}
+
+/// Prefills `prompt_len` tokens on both paths, then decodes `steps` greedy tokens (the persistent path's argmax
+/// fed to both) and compares the logits of every step.
+void compare(const std::string& dir, int prompt_len, int steps) {
+  unsetenv("TRITIUM_CUDA_PERSISTENT");
+  Path a = make_path(dir, true, prompt_len + steps);
+  Path b = make_path(dir, false, prompt_len + steps);
+  ASSERT_NE(a.model->backend()->name().find("persistent decode"), std::string::npos)
+      << "the persistent kernel was not planned for this model: " << a.model->backend()->name();
+  ASSERT_EQ(b.model->backend()->name().find("persistent decode"), std::string::npos);
+  const int V = a.model->vocab_size();
+  std::vector<int32_t> blocks(static_cast<size_t>(a.cache->spec().num_blocks));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(blocks.size() - 1 - i);  // scattered
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % V));
+  std::vector<float> la, lb;
+  BatchChunk pre{prompt, 0, blocks, false};
+  a.model->forward({&pre, 1}, *a.cache, la);
+  b.model->forward({&pre, 1}, *b.cache, lb);
+  int32_t next = argmax(la);
+  int identical = 0;
+  double worst = 0;
+  for (int s = 0; s < steps; ++s) {
+    BatchChunk ch{std::span<const int32_t>(&next, 1), prompt_len + s, blocks, false};
+    a.model->forward({&ch, 1}, *a.cache, la);
+    b.model->forward({&ch, 1}, *b.cache, lb);
+    ASSERT_EQ(la.size(), static_cast<size_t>(V));
+    ASSERT_EQ(lb.size(), static_cast<size_t>(V));
+    float scale = 0, diff = 0;
+    for (int v = 0; v < V; ++v) {
+      scale = std::max(scale, std::fabs(lb[v]));
+      diff = std::max(diff, std::fabs(la[v] - lb[v]));
+    }
+    ASSERT_TRUE(std::isfinite(diff)) << "step " << s;
+    // The same float operations in the same order: expected bit-identical; 1e-4 of the logit range allows a
+    // last-bit difference of the double sum of squares to flip one int8 rounding.
+    EXPECT_LE(diff, 1e-4f * scale) << "step " << s;
+    EXPECT_EQ(argmax(la), argmax(lb)) << "step " << s;
+    identical += diff == 0.0f;
+    worst = std::max<double>(worst, diff);
+    next = argmax(la);
+  }
+  std::printf("[ persistent ] %s: prompt %d, %d decode steps, %d bit-identical, max |diff| %.3g\n", dir.c_str(),
+              prompt_len, steps, identical, worst);
+}
+
+#define REQUIRE_CUDA() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA)"
+
+}  // namespace
+
+TEST(CudaPersistentDecode, TinyBitnetMatchesLayered) {
+  REQUIRE_CUDA();
+  compare(test::bundled_model(), 37, 48);
+}
+
+TEST(CudaPersistentDecode, TinyBitnetSplitAttentionMatchesLayered) {
+  REQUIRE_CUDA();
+  compare(test::bundled_model(), 300, 12);  // contexts past 256: split-K attention items
+}
+
+TEST(CudaPersistentDecode, Bitnet2b4tWidthsMatchLayered) {
+  REQUIRE_CUDA();
+  // Two layers of the 2B4T shape (hidden 2560, inter 6912, 20 heads / 5 KV heads of 128): many rows per block,
+  // the real shared-memory plan and attention over 20 heads.
+  const auto dir = std::filesystem::temp_directory_path() / "tritium_persistent_2b4t";
+  SynthOptions so;
+  so.num_layers = 2;
+  write_synthetic_bitnet(dir.string(), so);
+  compare(dir.string(), 29, 16);
+  compare(dir.string(), 280, 6);
+  std::filesystem::remove_all(dir);
+}
