@@ -82,34 +82,6 @@ __device__ __forceinline__ void grid_sync(uint32_t* counter, uint32_t epoch) {
   __syncthreads();
 }
 
-struct Reductions {
-  double d[kThreads / 32];
-  float f[kThreads / 32];
-  int i[kThreads / 32];
-};
-
-/// Every thread gets op over the block (warp shuffles, then the 8 warp values in order: the order of
-/// norm_quant_vec_kernel in ops.cu, so the same double sum).
-template <class T, class Op>
-__device__ __forceinline__ T all_reduce(T v, Op op, T* sm) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
-  __syncthreads();
-  T r = sm[0];
-#pragma unroll
-  for (int i = 1; i < kThreads / 32; ++i) r = op(r, sm[i]);
-  return r;
-}
-
-struct AddOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return a + b; }
-};
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
 /// The row prologue of a projection, computed by every block for itself: v = src (MODE 0) or the GLU of
 /// src = [gate | up] (MODE 1 relu^2, 2 SiLU), then RMSNorm with weight w (skipped when w is null), then absmax
 /// int8 quantization into xs in the GEMV's order (chunk c of 64 values, quarter q: 16-byte word q * nch + c),
@@ -117,78 +89,21 @@ struct MaxOp {
 /// Returns 1 / scale in inv_s and the sum of the quantized values in sumq (every thread).
 template <int MODE>
 __device__ __forceinline__ void row_prologue(const float* src, int n, const float* __restrict__ w, float eps,
-                                             int nch, uint8_t* xs, Reductions& red, float& inv_s, int& sumq) {
-  const int tid = threadIdx.x, n4 = n / 4;
-  const float4* s4 = reinterpret_cast<const float4*>(src);
-  const float4* w4 = reinterpret_cast<const float4*>(w);
+                                             int nch, uint8_t* xs, RowScratch<kThreads>& red, float& inv_s,
+                                             int& sumq) {
+  const int n4 = n / 4;
   float4 wv[kMaxVec];  // the norm weights first: their loads overlap those of the activations
-  if (w) {
-#pragma unroll
-    for (int j = 0; j < kMaxVec; ++j) {
-      const int i = tid + j * kThreads;
-      if (i < n4) wv[j] = __ldg(w4 + i);
-    }
-  }
+  if (w) row_load_weight<kThreads>(w, n4, wv);
   float4 v[kMaxVec];
-#pragma unroll
-  for (int j = 0; j < kMaxVec; ++j) {
-    const int i = tid + j * kThreads;
-    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < n4) {
-      if (MODE == 0) {
-        v[j] = __ldcg(s4 + i);
-      } else {
-        const float4 g = __ldcg(s4 + i), u = __ldcg(s4 + n4 + i);
-        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
-                           glu_one(g.w, u.w, MODE));
-      }
-    }
-  }
-  if (w) {
-    double ss = 0.0;
-#pragma unroll
-    for (int j = 0; j < kMaxVec; ++j) {
-      const double a = v[j].x, b = v[j].y, c = v[j].z, d = v[j].w;
-      ss += a * a + b * b + c * c + d * d;
-    }
-    ss = all_reduce(ss, AddOp{}, red.d);
-    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(n)), eps)));
-#pragma unroll
-    for (int j = 0; j < kMaxVec; ++j) {
-      if (tid + j * kThreads < n4) {
-        v[j].x = __fmul_rn(wv[j].x, __fmul_rn(v[j].x, inv));
-        v[j].y = __fmul_rn(wv[j].y, __fmul_rn(v[j].y, inv));
-        v[j].z = __fmul_rn(wv[j].z, __fmul_rn(v[j].z, inv));
-        v[j].w = __fmul_rn(wv[j].w, __fmul_rn(v[j].w, inv));
-      }
-    }
-  }
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kMaxVec; ++j)
-    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
-  amax = all_reduce(amax, MaxOp{}, red.f);
-  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
+  row_load<kThreads, kMaxVec, MODE, true>(src, n4, v);
+  if (w) row_rms_norm<kThreads>(v, wv, n, eps, red);
   auto at = [&](int i) {  // the 4 bytes of values 4i .. 4i + 3
     const int d = 4 * i;
     return reinterpret_cast<uint32_t*>(xs + ((((d >> 4) & 3) * nch + (d >> 6)) << 4) + (d & 15));
   };
-  int sum = 0;
-#pragma unroll
-  for (int j = 0; j < kMaxVec; ++j) {
-    const int i = tid + j * kThreads;
-    if (i < n4) {
-      const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
-                d = quant_one(v[j].w, s);
-      sum += a + b + c + d;
-      *at(i) = (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
-               ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
-    }
-  }
-  for (int i = n4 + tid; i < nch * 16; i += kThreads) *at(i) = 0u;
-  sum = all_reduce(sum, AddOp{}, red.i);  // its barrier also publishes xs to the block
-  inv_s = __fdiv_rn(1.0f, s);
-  sumq = sum;
+  for (int i = n4 + static_cast<int>(threadIdx.x); i < nch * 16; i += kThreads) *at(i) = 0u;
+  // The quantization's last reduction barrier also publishes xs to the block.
+  row_quantize<kThreads>(v, n4, red, [&](int i, uint32_t word) { *at(i) = word; }, inv_s, sumq);
 }
 
 /// sum over the 64 weights of chunk c: codes of wv times the activations of chunk c (xs in the GEMV's order).
@@ -248,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(Persiste
                                                                         PersistentDecodePlan pl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies and mbarrier transaction counts: sm_90
   extern __shared__ uint4 smem[];
-  __shared__ Reductions red;
+  __shared__ RowScratch<kThreads> red;
   uint4* slot[4] = {smem + pl.slot_off[0], smem + pl.slot_off[1], smem + pl.slot_off[2], smem + pl.slot_off[3]};
   uint4* xs = smem + pl.xs_off;
   uint8_t* xs8 = reinterpret_cast<uint8_t*>(xs);

@@ -29,14 +29,6 @@ __device__ T block_reduce(T v, Op op, T* smem /* [32] */) {
   return r;
 }
 
-struct Add {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return a + b; }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
 __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __restrict__ x, int64_t ldx,
                                                               const int32_t* __restrict__ row_map,
                                                               const float* __restrict__ weight, int D, float eps,
@@ -55,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
   if (weight) {
     double ss = 0.0;
     for (int d = threadIdx.x; d < D; d += kThreads) ss += static_cast<double>(xr[d]) * static_cast<double>(xr[d]);
-    ss = block_reduce(ss, Add{}, sd);
+    ss = block_reduce(ss, AddOp{}, sd);
     inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(D)), eps)));
   }
   auto val = [&](int d) { return weight ? __fmul_rn(weight[d], __fmul_rn(xr[d], inv)) : xr[d]; };
@@ -69,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
   if (!q) return;
   float amax = 0.0f;
   for (int d = threadIdx.x; d < D; d += kThreads) amax = fmaxf(amax, fabsf(val(d)));
-  amax = block_reduce(amax, Max{}, sf);
+  amax = block_reduce(amax, MaxOp{}, sf);
   const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
   int sum = 0;
   int8_t* qr = q + static_cast<int64_t>(r) * kp;
@@ -82,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
     qr[d] = static_cast<int8_t>(qi);
     sum += qi;
   }
-  sum = block_reduce(sum, Add{}, si);
+  sum = block_reduce(sum, AddOp{}, si);
   if (threadIdx.x == 0) {
     inv_s[r] = __fdiv_rn(1.0f, s);
     sumq[r] = sum;
@@ -95,73 +87,21 @@ __global__ void __launch_bounds__(kThreads) norm_quant_kernel(const float* __res
 // output relu(g)^2 * u / silu(g) * u of a gate_up row [g | u] (x = gu, ldx = 2 D) computed on the fly.
 constexpr int kVecThreads = 256;
 
-template <class T, class Op>
-__device__ __forceinline__ T block_all_reduce(T v, Op op, T* sm /* [kVecThreads / 32] */) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
-  __syncthreads();
-  T r = sm[0];
-#pragma unroll
-  for (int i = 1; i < kVecThreads / 32; ++i) r = op(r, sm[i]);
-  return r;
-}
-
 template <int VPT, int MODE>
 __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
     const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ row_map, const float* __restrict__ weight,
     int D, float eps, float* __restrict__ y, int8_t* __restrict__ q, int kp, float* __restrict__ inv_s,
     int32_t* __restrict__ sumq) {
-  __shared__ double sd[kVecThreads / 32];
-  __shared__ float sf[kVecThreads / 32];
-  __shared__ int si[kVecThreads / 32];
+  __shared__ RowScratch<kVecThreads> sm;
   const int r = blockIdx.x, tid = threadIdx.x, n4 = D / 4;
   float4 wv[VPT];
-  if (weight) {
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const int i = tid + j * kVecThreads;
-      if (i < n4) wv[j] = __ldg(reinterpret_cast<const float4*>(weight) + i);
-    }
-  }
+  if (weight) row_load_weight<kVecThreads>(weight, n4, wv);
   const int src = row_map ? row_map[r] : r;  // metadata: not written by kernels
   pdl_trigger();
   pdl_wait();
-  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(src) * ldx);
   float4 v[VPT];
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int i = tid + j * kVecThreads;
-    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < n4) {
-      if (MODE == 0) {
-        v[j] = xr[i];
-      } else {
-        const float4 g = xr[i], u = xr[n4 + i];
-        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
-                           glu_one(g.w, u.w, MODE));
-      }
-    }
-  }
-  if (weight) {
-    double ss = 0.0;
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const double a = v[j].x, b = v[j].y, c = v[j].z, d = v[j].w;
-      ss += a * a + b * b + c * c + d * d;
-    }
-    ss = block_all_reduce(ss, Add{}, sd);
-    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(D)), eps)));
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      if (tid + j * kVecThreads < n4) {
-        v[j].x = __fmul_rn(wv[j].x, __fmul_rn(v[j].x, inv));
-        v[j].y = __fmul_rn(wv[j].y, __fmul_rn(v[j].y, inv));
-        v[j].z = __fmul_rn(wv[j].z, __fmul_rn(v[j].z, inv));
-        v[j].w = __fmul_rn(wv[j].w, __fmul_rn(v[j].w, inv));
-      }
-    }
-  }
+  row_load<kVecThreads, VPT, MODE, false>(x + static_cast<int64_t>(src) * ldx, n4, v);
+  if (weight) row_rms_norm<kVecThreads>(v, wv, D, eps, sm);
   if (y) {
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
@@ -170,29 +110,13 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
     }
   }
   if (!q) return;
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < VPT; ++j)
-    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
-  amax = block_all_reduce(amax, Max{}, sf);
-  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
-  int sum = 0;
   uint32_t* qr = reinterpret_cast<uint32_t*>(q + static_cast<int64_t>(r) * kp);
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int i = tid + j * kVecThreads;
-    if (i < n4) {
-      const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
-                d = quant_one(v[j].w, s);
-      sum += a + b + c + d;
-      qr[i] = (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
-              ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
-    }
-  }
   for (int i = n4 + tid; i < kp / 4; i += kVecThreads) qr[i] = 0u;
-  sum = block_all_reduce(sum, Add{}, si);
+  float is = 1.0f;
+  int sum = 0;
+  row_quantize<kVecThreads>(v, n4, sm, [&](int i, uint32_t word) { qr[i] = word; }, is, sum);
   if (tid == 0) {
-    inv_s[r] = __fdiv_rn(1.0f, s);
+    inv_s[r] = is;
     sumq[r] = sum;
   }
 }

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace tritium::cuda {
 
 /// GLU of one element: mode 1 relu(g)^2 * u, mode 2 silu(g) * u (as kernels/cpu glu).
@@ -19,6 +21,125 @@ __device__ __forceinline__ float glu_one(float g, float u, int mode) {
 __device__ __forceinline__ int quant_one(float v, float s) {
   const float t = rintf(__fmul_rn(v, s));
   return static_cast<int>(fminf(fmaxf(t, -128.0f), 127.0f));
+}
+
+/// Every thread of an NT-thread block gets op over the block: warp shuffles, then the NT / 32 warp values in
+/// order (sm: [NT / 32] shared scratch, not reused by another reduction before the next __syncthreads).
+template <int NT, class T, class Op>
+__device__ __forceinline__ T block_all_reduce(T v, Op op, T* sm) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = v;
+  __syncthreads();
+  T r = sm[0];
+#pragma unroll
+  for (int i = 1; i < NT / 32; ++i) r = op(r, sm[i]);
+  return r;
+}
+
+struct AddOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Shared scratch of the row pipeline below (one per block).
+template <int NT>
+struct RowScratch {
+  double d[NT / 32];
+  float f[NT / 32];
+  int i[NT / 32];
+};
+
+// The block-level row pipeline of norm_quant / glu_norm_quant (ops.cu) and the persistent decode kernel: the
+// row's n4 float4 are held in registers, thread t owning float4 t + j * NT in v[j] (j < VPT).
+
+/// Loads the row: MODE 0 src itself, MODE 1 / 2 the GLU (relu^2 / SiLU) of src = [gate | up] (n4 float4 each);
+/// zeros past n4. CG: read through L2 only (data written by other blocks of the same launch).
+template <int NT, int VPT, int MODE, bool CG>
+__device__ __forceinline__ void row_load(const float* src, int n4, float4 (&v)[VPT]) {
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  auto ld = [&](int i) { return CG ? __ldcg(s4 + i) : s4[i]; };
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * NT;
+    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < n4) {
+      if (MODE == 0) {
+        v[j] = ld(i);
+      } else {
+        const float4 g = ld(i), u = ld(n4 + i);
+        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
+                           glu_one(g.w, u.w, MODE));
+      }
+    }
+  }
+}
+
+/// Loads the norm weight w [4 n4] (constant data: may be read before the programmatic-dependent-launch wait).
+template <int NT, int VPT>
+__device__ __forceinline__ void row_load_weight(const float* __restrict__ w, int n4, float4 (&wv)[VPT]) {
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * NT;
+    if (i < n4) wv[j] = __ldg(reinterpret_cast<const float4*>(w) + i);
+  }
+}
+
+/// RMSNorm in place as kernels/cpu rms_norm: sum of squares in double, inv = 1 / sqrt(ss / n + eps),
+/// v = w * (v * inv) with explicit rounding.
+template <int NT, int VPT>
+__device__ __forceinline__ void row_rms_norm(float4 (&v)[VPT], const float4 (&wv)[VPT], int n, float eps,
+                                             RowScratch<NT>& sm) {
+  const int n4 = n / 4;
+  double ss = 0.0;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const double a = v[j].x, b = v[j].y, c = v[j].z, d = v[j].w;
+    ss += a * a + b * b + c * c + d * d;
+  }
+  ss = block_all_reduce<NT>(ss, AddOp{}, sm.d);
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(n)), eps)));
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    if (static_cast<int>(threadIdx.x) + j * NT < n4) {
+      v[j].x = __fmul_rn(wv[j].x, __fmul_rn(v[j].x, inv));
+      v[j].y = __fmul_rn(wv[j].y, __fmul_rn(v[j].y, inv));
+      v[j].z = __fmul_rn(wv[j].z, __fmul_rn(v[j].z, inv));
+      v[j].w = __fmul_rn(wv[j].w, __fmul_rn(v[j].w, inv));
+    }
+  }
+}
+
+/// Per-token absmax int8 quantization as quantize_rows_absmax_i8: s = 127 / max(amax, 1e-5); store(i, word)
+/// receives the 4 codes of float4 i packed little-endian (called for i < n4 only). Every thread gets
+/// inv_s = 1 / s and sumq = the sum of the codes; the last reduction's barrier orders the stores before it.
+template <int NT, int VPT, class Store>
+__device__ __forceinline__ void row_quantize(const float4 (&v)[VPT], int n4, RowScratch<NT>& sm, Store store,
+                                             float& inv_s, int& sumq) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  amax = block_all_reduce<NT>(amax, MaxOp{}, sm.f);
+  const float s = __fdiv_rn(127.0f, fmaxf(amax, 1e-5f));
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * NT;
+    if (i < n4) {
+      const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
+                d = quant_one(v[j].w, s);
+      sum += a + b + c + d;
+      store(i, (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
+                   ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24));
+    }
+  }
+  sum = block_all_reduce<NT>(sum, AddOp{}, sm.i);
+  inv_s = __fdiv_rn(1.0f, s);
+  sumq = sum;
 }
 
 }  // namespace tritium::cuda
