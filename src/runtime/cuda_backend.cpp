@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -308,7 +307,11 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
 void CudaBackend::plan_persistent() {
   const char* env = std::getenv("TRITIUM_CUDA_PERSISTENT");
   const bool on = env && *env ? std::string(env) == "1" : opts_.persistent_decode;
-  if (!on || tp_ || attn_basic_ || layers_.empty()) return;
+  if (!on) return;
+  // Asked for but not possible: say why once, and run the layered kernels.
+  auto skip = [](const char* why) { fmt::print(stderr, "warning: persistent decode kernel not used: {}\n", why); };
+  if (tp_) return skip("tensor parallelism");
+  if (attn_basic_) return skip("TRITIUM_CUDA_ATTENTION=basic");
   auto proj = [](const DevLinear& d, cuda::PersistentProj& p) {
     if (d.kind != DevLinear::kTernary) return false;
     p.w = d.w2;
@@ -324,14 +327,16 @@ void CudaBackend::plan_persistent() {
     p.post_norm = L.post_norm;
     p.attn_sub = L.attn_sub;
     p.ffn_sub = L.ffn_sub;
-    if (!proj(L.qkv, p.qkv) || !proj(L.o, p.o) || !proj(L.gate_up, p.gate_up) || !proj(L.down, p.down)) return;
+    if (!proj(L.qkv, p.qkv) || !proj(L.o, p.o) || !proj(L.gate_up, p.gate_up) || !proj(L.down, p.down))
+      return skip("the model's projections are not all ternary");
     table.push_back(p);
   }
+  if (table.empty()) return skip("no layers");
   cuda::PersistentDecodePlan plan;
   const char* why = "";
   if (!cuda::plan_persistent_decode(table[0], c_.hidden_size, c_.intermediate_size, c_.num_heads, c_.num_kv_heads,
                                     c_.head_dim, plan, why))
-    return;  // the layered kernels run every step (why: the model does not fit the kernel)
+    return skip(why);
   persist_layers_ = weights_.upload(table.data(), table.size());
   persist_flags_ = weights_.alloc<uint32_t>(1);
   persist_ = plan;
@@ -347,7 +352,8 @@ void CudaBackend::collect_profile() {
   check(cudaMemcpy(t.data(), persist_timing_, t.size() * sizeof(long long), cudaMemcpyDeviceToHost),
         "cudaMemcpy (persistent profile)");
   // Stamp i -> i + 1 is part i % 3 (prologue, GEMV, barrier) of phase (i / 3) % 5.
-  for (size_t i = 0; i + 1 < t.size(); ++i) persist_cycles_[(i / 3) % 5 * 3 + i % 3] += static_cast<double>(t[i + 1] - t[i]);
+  for (size_t i = 0; i + 1 < t.size(); ++i)
+    persist_cycles_[(i / 3) % 5 * 3 + i % 3] += static_cast<double>(t[i + 1] - t[i]);
   ++persist_steps_;
 }
 
@@ -402,8 +408,8 @@ CudaBackend::~CudaBackend() {
       line += fmt::format("  {} {:.2f} = {:.2f} + {:.2f} + {:.2f}", names[k], (c[0] + c[1] + c[2]) * per, c[0] * per,
                           c[1] * per, c[2] * per);
     }
-    std::fprintf(stderr, "persistent decode profile (%d steps, block 0, us per layer: phase = prologue + GEMV + barrier):%s  "
-                 "layer %.2f\n", persist_steps_, line.c_str(), total * per);
+    fmt::print(stderr, "persistent decode profile ({} steps, block 0, us per layer: phase = prologue + GEMV + barrier):{}  "
+               "layer {:.2f}\n", persist_steps_, line, total * per);
   }
   clear_graphs();
   if (blas_) cublasDestroy(blas_);
