@@ -29,8 +29,10 @@ __device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s,
 }
 
 /// One (row r, head h, chunk z) work item of the paged attention; every thread of the 256-thread block calls
-/// it with the same arguments. z is ignored without SPLIT.
-template <int D, bool FUSED, bool SPLIT>
+/// it with the same arguments. z is ignored without SPLIT. U: positions per 8-lane group in flight per step (the
+/// block takes 32 U positions per step). rope_row (FUSED): the row of cos_t / sin_t to use; -1 = pos[r] (the
+/// persistent kernel passes tables it staged in shared memory with that one row).
+template <int D, bool FUSED, bool SPLIT, int U = 2>
 __device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H, int KVH,
                                                         const int32_t* __restrict__ pos,
                                                         const int32_t* __restrict__ seq,
@@ -39,7 +41,8 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
                                                         float* __restrict__ out, float scale,
                                                         const float* __restrict__ cos_t,
                                                         const float* __restrict__ sin_t, int nsplit,
-                                                        float* __restrict__ part, int* __restrict__ cnt) {
+                                                        float* __restrict__ part, int* __restrict__ cnt,
+                                                        int rope_row = -1) {
   constexpr int DL = D / 8;
   static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
   __shared__ float m_s[32], l_s[32];
@@ -69,13 +72,13 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
   const int warp_first = grp & ~3;
   float cs[FUSED ? DL : 1], sn[FUSED ? DL : 1];
   if constexpr (FUSED) {
-    const int64_t cb = static_cast<int64_t>(n_all - 1) * (D / 2) + (sub % 4) * DL;
+    const int64_t cb = static_cast<int64_t>(rope_row >= 0 ? rope_row : n_all - 1) * (D / 2) + (sub % 4) * DL;
 #pragma unroll
     for (int i = 0; i < DL; ++i) cs[i] = cos_t[cb + i], sn[i] = sin_t[cb + i];
   }
-  int first_blocks[2];
+  int first_blocks[U];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < U; ++u) {
     const int p = p_begin + warp_first + (grp & 3) + 32 * u;
     first_blocks[u] = p < n_end ? table[p / bs] : 0;
   }
@@ -119,11 +122,11 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
 
   // The loop bound is uniform over the warp (its first group's start), so every lane reaches the shuffles
   // below; positions past n are masked inside.
-  for (int base = p_begin + warp_first; base < n_end; base += 64) {
+  for (int base = p_begin + warp_first; base < n_end; base += 32 * U) {
     const int p0 = base + (grp & 3);
-    float4 kv[2][DL / 4], vv[2][DL / 4];
+    float4 kv[U][DL / 4], vv[U][DL / 4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int p = p0 + 32 * u;
       if (p < n_end) {
         const int blk = base == p_begin + warp_first ? first_blocks[u] : table[p / bs];
@@ -135,7 +138,7 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
       }
     }
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int p = p0 + 32 * u;
       float s = 0.0f;
       if (p < n_end) {

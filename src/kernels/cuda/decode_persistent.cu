@@ -9,6 +9,7 @@
 #include "kernels/cuda/attention_block.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/row_ops.cuh"
+#include "kernels/cuda/tc2_dot.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -16,7 +17,8 @@ namespace {
 constexpr int kThreads = 256;       // the block size attention_block expects
 constexpr int kMaxVec = 8;          // float4 per thread in the row prologues: rows up to 8 * 4 * 256 = 8192
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // device code below: sm_90 only (see the kernel)
-constexpr uint32_t kMask = 0x03030303u;  // the 4 two-bit codes of one shift group (tc2 layout)
+constexpr int kAttnU = 3;  // attention positions per 8-lane group in flight (4 spills registers)
+
 
 // ---- weight prefetch: bulk asynchronous copies (TMA, sm_90) into shared memory, one mbarrier per slot ----
 // One thread issues the copy of a whole contiguous slice; the other threads never stall on it. A slot's
@@ -106,22 +108,17 @@ __device__ __forceinline__ void row_prologue(const float* src, int n, const floa
   row_quantize<kThreads>(v, n4, red, [&](int i, uint32_t word) { *at(i) = word; }, inv_s, sumq);
 }
 
-/// sum over the 64 weights of chunk c: codes of wv times the activations of chunk c (xs in the GEMV's order).
-__device__ __forceinline__ int dot_chunk(const uint4 wv, const uint4* xs, int nch, int c, int acc) {
-  const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint4 xv = xs[q * nch + c];
-    acc = __dp4a(static_cast<int>(words[q] & kMask), static_cast<int>(xv.x), acc);
-    acc = __dp4a(static_cast<int>((words[q] >> 2) & kMask), static_cast<int>(xv.y), acc);
-    acc = __dp4a(static_cast<int>((words[q] >> 4) & kMask), static_cast<int>(xv.z), acc);
-    acc = __dp4a(static_cast<int>((words[q] >> 6) & kMask), static_cast<int>(xv.w), acc);
-  }
-  return acc;
+/// The 64 weights of chunk c (codes wv) times the activations of chunk c (xs in the GEMV's order), into the
+/// four group accumulators of tc2_dot.cuh.
+__device__ __forceinline__ void dot_chunk(const uint4 wv, const uint4* xs, int nch, int c, int (&acc)[4]) {
+  tc2_dot_word(wv.x, xs[c], acc);
+  tc2_dot_word(wv.y, xs[nch + c], acc);
+  tc2_dot_word(wv.z, xs[2 * nch + c], acc);
+  tc2_dot_word(wv.w, xs[3 * nch + c], acc);
 }
 
 /// This block's rows of projection p from its shared-memory slot: 8 lanes per row (4 rows per warp), lane sub
-/// takes the 64-weight chunks sub, sub + 8, ...; dp4a of the codes c = w + 1 with the int8 activations, minus
+/// takes the 64-weight chunks sub, sub + 8, ...; dp4a of the masked codes c = w + 1 with the int8 activations, minus
 /// sumq, then the epilogue of ternary_matmul: y[row] = (float(acc) * inv_s) * segment scale, or += (add).
 __device__ __forceinline__ void gemv_rows(const PersistentProj& p, int rpb, const uint4* slot, const uint4* xs,
                                           int sumq, float inv_s, float* y, bool add) {
@@ -134,15 +131,9 @@ __device__ __forceinline__ void gemv_rows(const PersistentProj& p, int rpb, cons
     int acc = 0;
     if (rr < rows) {
       const uint4* wr = slot + rr * nch;
-      int acc1 = 0;  // two chunks per iteration, two dependency chains
-      int c = sub;
-      for (; c + 8 < nch; c += 16) {
-        const uint4 w0 = wr[c], w1 = wr[c + 8];
-        acc = dot_chunk(w0, xs, nch, c, acc);
-        acc1 = dot_chunk(w1, xs, nch, c + 8, acc1);
-      }
-      if (c < nch) acc = dot_chunk(wr[c], xs, nch, c, acc);
-      acc += acc1;
+      int g4[4] = {0, 0, 0, 0};  // four independent dependency chains (the code groups)
+      for (int c = sub; c < nch; c += 8) dot_chunk(wr[c], xs, nch, c, g4);
+      acc = tc2_combine(g4);
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);
@@ -172,6 +163,21 @@ __global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(Persiste
   auto projs = [](const PersistentLayer& L, int k) -> const PersistentProj& {
     return k == 0 ? L.qkv : (k == 1 ? L.o : (k == 2 ? L.gate_up : L.down));
   };
+  // Attention metadata of this step, constant over the layers, staged once: position, sequence (row 0 of the
+  // staged block table), the block table and the RoPE rows (two dependent global round trips fewer per layer).
+  __shared__ int32_t meta_s[2];
+  __shared__ float rope_s[2][D / 2];
+  int32_t* table_s = reinterpret_cast<int32_t*>(smem + pl.table_off);
+  {
+    const int pos = a.pos[0];
+    const int32_t* bt_row = a.bt + static_cast<int64_t>(a.seq[0]) * a.bt_width;
+    if (threadIdx.x == 0) meta_s[0] = pos, meta_s[1] = 0;
+    for (int i = threadIdx.x; i < a.bt_width; i += kThreads) table_s[i] = bt_row[i];
+    for (int i = threadIdx.x; i < D / 2; i += kThreads) {
+      rope_s[0][i] = a.cos_t[static_cast<int64_t>(pos) * (D / 2) + i];
+      rope_s[1][i] = a.sin_t[static_cast<int64_t>(pos) * (D / 2) + i];
+    }
+  }
   // Weight slots: one mbarrier each (one phase per layer: parity l & 1). Each phase's slice is requested by
   // thread 0 at the start of the phase and lands while the block computes the row prologue. Requesting it a
   // layer ahead measured slower: the bulk copies then share the SM's memory path with the latency-bound
@@ -213,14 +219,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(Persiste
     // A: attention items (head, chunk), RoPE and the KV write inside.
     for (int it = blockIdx.x; it < a.H * a.nsplit; it += G) {
       const int h = it / a.nsplit, z = it % a.nsplit;
+      // kAttnU positions per lane group in flight: a 96-position context in one step.
       if (a.nsplit > 1) {
-        attention_block<D, true, true>(0, h, z, a.qkv, qkvw, a.H, a.KVH, a.pos, a.seq, a.bt, a.bt_width,
-                                       a.block_size, kpool, vpool, a.attn, a.scale, a.cos_t, a.sin_t, a.nsplit,
-                                       a.part, a.cnt);
+        attention_block<D, true, true, kAttnU>(0, h, z, a.qkv, qkvw, a.H, a.KVH, meta_s, meta_s + 1, table_s,
+                                          a.bt_width, a.block_size, kpool, vpool, a.attn, a.scale, rope_s[0],
+                                          rope_s[1], a.nsplit, a.part, a.cnt, 0);
       } else {
-        attention_block<D, true, false>(0, h, 0, a.qkv, qkvw, a.H, a.KVH, a.pos, a.seq, a.bt, a.bt_width,
-                                        a.block_size, kpool, vpool, a.attn, a.scale, a.cos_t, a.sin_t, 1, nullptr,
-                                        nullptr);
+        attention_block<D, true, false, kAttnU>(0, h, 0, a.qkv, qkvw, a.H, a.KVH, meta_s, meta_s + 1, table_s,
+                                           a.bt_width, a.block_size, kpool, vpool, a.attn, a.scale, rope_s[0],
+                                           rope_s[1], 1, nullptr, nullptr, 0);
       }
       __syncthreads();  // the item's shared state is reused by the next one
     }
@@ -296,13 +303,15 @@ bool plan_persistent_decode(const PersistentLayer& l0, int hidden, int inter, in
   }
   plan.xs_off = off;
   off += max_kp / 16;
+  plan.table_off = off;  // the block table follows (its size is known at launch: persistent_decode adds it)
   plan.smem = static_cast<size_t>(off) * 16;
   void* kern = kernel_ptr(D);
   cudaFuncAttributes fa{};
   check(cudaFuncGetAttributes(&fa, kern), "cudaFuncGetAttributes (persistent decode)");
   if (plan.smem + fa.sharedSizeBytes > static_cast<size_t>(optin))
     return why = "the weight slices do not fit the shared memory of one SM", false;
-  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)),
+  plan.smem_max = static_cast<size_t>(optin) - fa.sharedSizeBytes;
+  check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem_max)),
         "persistent decode smem attribute");
   int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, plan.smem), "occupancy");
@@ -319,10 +328,13 @@ void persistent_decode(const PersistentDecodeArgs& args, const PersistentDecodeP
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;
   attr[0].val.cooperative = 1;
+  const size_t smem = plan.smem + (static_cast<size_t>(args.bt_width) * sizeof(int32_t) + 15) / 16 * 16;
+  if (args.bt_width <= 0 || smem > plan.smem_max)
+    check(cudaErrorInvalidValue, "persistent_decode (block table does not fit the shared memory)");
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(plan.grid);
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = plan.smem;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;

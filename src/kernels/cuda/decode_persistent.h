@@ -77,10 +77,12 @@ struct PersistentDecodeArgs {
 /// The launch shape of the persistent kernel for a model, fixed at load time.
 struct PersistentDecodePlan {
   int grid = 0;       ///< blocks (one per SM)
-  size_t smem = 0;    ///< dynamic shared memory bytes per block
+  size_t smem = 0;      ///< dynamic shared memory bytes per block, without the block table (added per launch)
+  size_t smem_max = 0;  ///< the most dynamic shared memory a block may have
   int rows_per_block[4] = {0, 0, 0, 0};  ///< qkv, o, gate_up, down
   int slot_off[4] = {0, 0, 0, 0};        ///< 16-byte offsets of the weight slots in shared memory
   int xs_off = 0;                        ///< 16-byte offset of the int8 activations
+  int table_off = 0;                     ///< 16-byte offset of the staged block table
 };
 
 /// Plans the kernel for layers shaped like `l0` (host copy; every layer must have the same shapes) on the current
