@@ -156,6 +156,43 @@ TEST(BadInput, WeightsFormatOnAFloatModelIsAWarning) {
   EXPECT_NE(r.err.find("warning: --weights tq1 ignored"), std::string::npos) << r.err;
 }
 
+TEST(BadInput, ConfigTokenIdOutsideTheVocabulary) {
+  // bos_token_id was not range-checked (an id past the embedding rows), pad_token_id not read at all, and 2^32
+  // wrapped to 0 in the int32 conversion. tiny-bitnet has vocab_size 8192.
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"bos_token_id", 8192},           {"bos_token_id", -1},        {"bos_token_id", 4294967296ull},
+      {"eos_token_id", {1, 9000}},      {"eos_token_id", -5},        {"pad_token_id", 8192},
+      {"pad_token_id", -1},             {"pad_token_id", {0, 1u << 31}}};
+  for (const auto& [key, value] : cases) {
+    SCOPED_TRACE(key + " = " + value.dump());
+    ModelCopy m;
+    auto j = m.config();
+    j[key] = value;
+    m.write_config(j);
+    expect_clean_error(gen(m.dir()), {"config.json", key, "outside the vocabulary [0, 8192)"});
+  }
+  // generation_config.json's ids are used too: the same check, naming that file.
+  ModelCopy m;
+  std::ofstream(m.file("generation_config.json")) << R"({"bos_token_id": 0, "eos_token_id": [1, 8192]})";
+  expect_clean_error(gen(m.dir()), {"generation_config.json", "eos_token_id", "outside the vocabulary"});
+}
+
+TEST(BadInput, ConfigTokenIdsMayBeNullOrAbsent) {
+  // HF writes null for "no such token"; absent is allowed too. In range (8191, the last id) is fine.
+  ModelCopy m;
+  auto j = m.config();
+  j["pad_token_id"] = nullptr;
+  j["eos_token_id"] = {1, 8191};
+  j.erase("bos_token_id");
+  m.write_config(j);
+  auto r = gen(m.dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  j["bos_token_id"] = nullptr;
+  m.write_config(j);
+  r = gen(m.dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";
