@@ -283,6 +283,35 @@ TEST(BadInput, InvalidUtf8Prompt) {
   expect_clean_error(test::run_cli({"generate", "-p", "\xff\xfe", "-n", "2"}), {"invalid UTF-8"});
 }
 
+TEST(BadInput, ChatKeepsTheSessionAfterABadLine) {
+  // An invalid-UTF-8 line ended the whole chat session ("error: invalid UTF-8 in input at byte 176", exit 1; the
+  // byte counted in the rendered conversation). Now that line gets one error and the conversation goes on as if it
+  // had never been typed; so does a line too long for the context.
+  std::string too_long;
+  for (int i = 0; i < 1100; ++i) too_long += " the";
+  const std::vector<std::string> args = {"chat", "-n", "4", "--temp", "0", "-t", "1"};
+  const auto good = test::run_cli(args, "Hello\nHow are you?\n");
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  const auto bad = test::run_cli(args, "Hello\ncaf\xc3\n\xff\xfe\n" + too_long + "\nHow are you?\n");
+  EXPECT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("error: input line 2 is not valid UTF-8 (byte 3); it was skipped\n"), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("error: input line 3 is not valid UTF-8 (byte 0); it was skipped\n"), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("context of 1024"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 3) << bad.err;
+  // Same replies as without the bad lines: each of those only added a "> " prompt.
+  std::string out = bad.out;
+  for (int i = 0; i < 3; ++i) {
+    const size_t p = out.find("> > ");
+    ASSERT_NE(p, std::string::npos) << bad.out;
+    out.erase(p, 2);
+  }
+  EXPECT_EQ(out, good.out);
+  // With -p the message is the whole request: a clean error and a non-zero exit.
+  expect_clean_error(test::run_cli({"chat", "-p", "caf\xc3", "-n", "2"}), {"--prompt", "not valid UTF-8"});
+}
+
 TEST(BadInput, PromptLongerThanContext) {
   std::string p;
   for (int i = 0; i < 1100; ++i) p += " the";
