@@ -331,6 +331,24 @@ TEST(BadInput, PerplexityOnTooShortText) {
   expect_clean_error(test::run_cli({"perplexity", "-f", "/nonexistent.txt"}), {"/nonexistent.txt"});
 }
 
+TEST(BadInput, CommandLineMistakesNameWhatIsWrong) {
+  // CLI11 checks requirements before unknown arguments: a mistyped subcommand said "A subcommand is required" and
+  // a mistyped option "--prompt is required", on two lines without "error: ".
+  expect_clean_error(test::run_cli({"nosuchcmd"}),
+                     {"unknown subcommand 'nosuchcmd'", "generate, ", "serve", "see 'tritium --help'"});
+  expect_clean_error(test::run_cli({"generate", "--bogus"}),
+                     {"unknown argument '--bogus' for 'tritium generate'", "see 'tritium generate --help'"});
+  expect_clean_error(test::run_cli({"bench", "serve", "--num-prompts", "0"}),
+                     {"--num-prompts", "not in range 1", "see 'tritium bench serve --help'"});
+  expect_clean_error(test::run_cli({}), {"subcommand is required", "see 'tritium --help'"});
+  // bench -p 0 -n 0 failed with "KV cache: invalid spec (0 blocks of 16 tokens)". (-p 0 alone skips the pp test.)
+  expect_clean_error(test::run_cli({"bench", "-p", "0", "-n", "0"}),
+                     {"nothing to measure", "-p/--n-prompt", "-n/--n-gen"});
+  const auto help = test::run_cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("generate"), std::string::npos);
+}
+
 TEST(BadInput, LibraryLevelErrorsAreTritiumErrors) {
   EXPECT_THROW(load_transformer("/nonexistent"), Error);
   EXPECT_THROW(SafetensorsFile("/nonexistent.safetensors"), Error);
