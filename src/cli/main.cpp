@@ -1,7 +1,6 @@
 // tritium: the command-line entry point. Each subcommand lives in its own cmd_*.cpp file.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
 
 #include <cstdio>
