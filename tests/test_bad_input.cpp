@@ -156,6 +156,43 @@ TEST(BadInput, WeightsFormatOnAFloatModelIsAWarning) {
   EXPECT_NE(r.err.find("warning: --weights tq1 ignored"), std::string::npos) << r.err;
 }
 
+TEST(BadInput, ConfigTokenIdOutsideTheVocabulary) {
+  // bos_token_id was not range-checked (an id past the embedding rows), pad_token_id not read at all, and 2^32
+  // wrapped to 0 in the int32 conversion. tiny-bitnet has vocab_size 8192.
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"bos_token_id", 8192},           {"bos_token_id", -1},        {"bos_token_id", 4294967296ull},
+      {"eos_token_id", {1, 9000}},      {"eos_token_id", -5},        {"pad_token_id", 8192},
+      {"pad_token_id", -1},             {"pad_token_id", {0, 1u << 31}}};
+  for (const auto& [key, value] : cases) {
+    SCOPED_TRACE(key + " = " + value.dump());
+    ModelCopy m;
+    auto j = m.config();
+    j[key] = value;
+    m.write_config(j);
+    expect_clean_error(gen(m.dir()), {"config.json", key, "outside the vocabulary [0, 8192)"});
+  }
+  // generation_config.json's ids are used too: the same check, naming that file.
+  ModelCopy m;
+  std::ofstream(m.file("generation_config.json")) << R"({"bos_token_id": 0, "eos_token_id": [1, 8192]})";
+  expect_clean_error(gen(m.dir()), {"generation_config.json", "eos_token_id", "outside the vocabulary"});
+}
+
+TEST(BadInput, ConfigTokenIdsMayBeNullOrAbsent) {
+  // HF writes null for "no such token"; absent is allowed too. In range (8191, the last id) is fine.
+  ModelCopy m;
+  auto j = m.config();
+  j["pad_token_id"] = nullptr;
+  j["eos_token_id"] = {1, 8191};
+  j.erase("bos_token_id");
+  m.write_config(j);
+  auto r = gen(m.dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  j["bos_token_id"] = nullptr;
+  m.write_config(j);
+  r = gen(m.dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(BadInput, ConfigNotJson) {
   ModelCopy m;
   std::ofstream(m.file("config.json")) << "{ not json";
@@ -246,6 +283,35 @@ TEST(BadInput, InvalidUtf8Prompt) {
   expect_clean_error(test::run_cli({"generate", "-p", "\xff\xfe", "-n", "2"}), {"invalid UTF-8"});
 }
 
+TEST(BadInput, ChatKeepsTheSessionAfterABadLine) {
+  // An invalid-UTF-8 line ended the whole chat session ("error: invalid UTF-8 in input at byte 176", exit 1; the
+  // byte counted in the rendered conversation). Now that line gets one error and the conversation goes on as if it
+  // had never been typed; so does a line too long for the context.
+  std::string too_long;
+  for (int i = 0; i < 1100; ++i) too_long += " the";
+  const std::vector<std::string> args = {"chat", "-n", "4", "--temp", "0", "-t", "1"};
+  const auto good = test::run_cli(args, "Hello\nHow are you?\n");
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  const auto bad = test::run_cli(args, "Hello\ncaf\xc3\n\xff\xfe\n" + too_long + "\nHow are you?\n");
+  EXPECT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("error: input line 2 is not valid UTF-8 (byte 3); it was skipped\n"), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("error: input line 3 is not valid UTF-8 (byte 0); it was skipped\n"), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("context of 1024"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 3) << bad.err;
+  // Same replies as without the bad lines: each of those only added a "> " prompt.
+  std::string out = bad.out;
+  for (int i = 0; i < 3; ++i) {
+    const size_t p = out.find("> > ");
+    ASSERT_NE(p, std::string::npos) << bad.out;
+    out.erase(p, 2);
+  }
+  EXPECT_EQ(out, good.out);
+  // With -p the message is the whole request: a clean error and a non-zero exit.
+  expect_clean_error(test::run_cli({"chat", "-p", "caf\xc3", "-n", "2"}), {"--prompt", "not valid UTF-8"});
+}
+
 TEST(BadInput, PromptLongerThanContext) {
   std::string p;
   for (int i = 0; i < 1100; ++i) p += " the";
@@ -263,6 +329,24 @@ TEST(BadInput, PerplexityOnTooShortText) {
   expect_clean_error(test::run_cli({"perplexity", "-f", f.string(), "--ctx", "512"}), {"need at least"});
   fs::remove(f);
   expect_clean_error(test::run_cli({"perplexity", "-f", "/nonexistent.txt"}), {"/nonexistent.txt"});
+}
+
+TEST(BadInput, CommandLineMistakesNameWhatIsWrong) {
+  // CLI11 checks requirements before unknown arguments: a mistyped subcommand said "A subcommand is required" and
+  // a mistyped option "--prompt is required", on two lines without "error: ".
+  expect_clean_error(test::run_cli({"nosuchcmd"}),
+                     {"unknown subcommand 'nosuchcmd'", "generate, ", "serve", "see 'tritium --help'"});
+  expect_clean_error(test::run_cli({"generate", "--bogus"}),
+                     {"unknown argument '--bogus' for 'tritium generate'", "see 'tritium generate --help'"});
+  expect_clean_error(test::run_cli({"bench", "serve", "--num-prompts", "0"}),
+                     {"--num-prompts", "not in range 1", "see 'tritium bench serve --help'"});
+  expect_clean_error(test::run_cli({}), {"subcommand is required", "see 'tritium --help'"});
+  // bench -p 0 -n 0 failed with "KV cache: invalid spec (0 blocks of 16 tokens)". (-p 0 alone skips the pp test.)
+  expect_clean_error(test::run_cli({"bench", "-p", "0", "-n", "0"}),
+                     {"nothing to measure", "-p/--n-prompt", "-n/--n-gen"});
+  const auto help = test::run_cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("generate"), std::string::npos);
 }
 
 TEST(BadInput, LibraryLevelErrorsAreTritiumErrors) {

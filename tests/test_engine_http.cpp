@@ -168,6 +168,45 @@ TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
   EXPECT_EQ(ok.load(), 4);
 }
 
+TEST(EngineHttp, ResponseFormatOtherThanTextIsRefused) {
+  // response_format was silently ignored: a client asking for JSON got free text with a 200.
+  Fixture f;
+  auto c = f.client();
+  int st = 0;
+  const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    SCOPED_TRACE(path);
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    auto req = [&](const json& rf) {
+      json b = {{"max_tokens", 2}, {"temperature", 0}, {"response_format", rf}};
+      if (chat) b["messages"] = msgs;
+      else b["prompt"] = "hi";
+      return b;
+    };
+    const json schema = {{"type", "json_schema"},
+                         {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}};
+    for (const json& rf : {json{{"type", "json_object"}}, schema, json{{"type", "regex"}}}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 400) << e.dump();
+      EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(e["error"]["param"], "response_format");
+      const std::string msg = e["error"]["message"];
+      EXPECT_NE(msg.find("'" + rf["type"].get<std::string>() + "' is not supported"), std::string::npos) << msg;
+    }
+    for (const json& rf : {json("json"), json{{"json_schema", {}}}, json{{"type", 3}}}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 400) << e.dump();
+      EXPECT_EQ(e["error"]["param"], "response_format");
+    }
+    // {"type": "text"} and null (what clients send by default) generate as before.
+    for (const json& rf : {json{{"type", "text"}}, json(nullptr)}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 200) << e.dump();
+      EXPECT_EQ(e["usage"]["completion_tokens"], 2);
+    }
+  }
+}
+
 TEST(EngineHttp, CompletionChatStreamingAndMetrics) {
   Fixture f;
   auto c = f.client();

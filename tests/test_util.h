@@ -50,17 +50,18 @@ struct CliResult {
   std::string out, err;
 };
 
-/// Runs the tritium binary with arguments (no shell), capturing stdout and stderr.
-inline CliResult run_cli(const std::vector<std::string>& args) {
+/// Runs the tritium binary with arguments (no shell), capturing stdout and stderr; stdin reads `input`.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string& input = "") {
   static int counter = 0;
   const std::string base = std::filesystem::temp_directory_path().string() + "/tritium_cli_" +
                            std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string out_path = base + ".out", err_path = base + ".err";
+  const std::string out_path = base + ".out", err_path = base + ".err", in_path = base + ".in";
+  std::ofstream(in_path, std::ios::binary) << input;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in_path.c_str(), O_RDONLY, 0);
   std::vector<std::string> all = {TRITIUM_BINARY};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -84,6 +85,7 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   r.err = slurp(err_path);
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
+  std::filesystem::remove(in_path);
   return r;
 }
 

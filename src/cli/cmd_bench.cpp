@@ -45,6 +45,8 @@ Stat stats(const std::vector<double>& v) {
 }
 
 int run(const BenchArgs& a) {
+  // Either test may be skipped (0, as llama-bench), not both: that used to fail deep in the KV cache set-up.
+  if (a.pp == 0 && a.tg == 0) fail("bench: nothing to measure: -p/--n-prompt and -n/--n-gen are both 0");
   LoadedModel lm = load_model(a.model, false);
   const Transformer& model = *lm.model;
   const ModelConfig& c = model.config();

@@ -6,8 +6,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/error.h"
 #include "runtime/generator.h"
 #include "template/chat_template.h"
+#include "tokenizer/utf8.h"
 
 namespace tritium::cli {
 namespace {
@@ -32,27 +34,44 @@ int run(const ChatArgs& a) {
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   const bool interactive = a.prompt.empty();
   std::string line;
+  int line_no = 0;
   while (true) {
     if (interactive) {
       std::fputs("> ", stdout);
       std::fflush(stdout);
       if (!std::getline(std::cin, line)) break;
+      ++line_no;
       if (line == "/exit" || line == "/quit") break;
       if (line.empty()) continue;
     } else {
       line = a.prompt;
     }
+    // Checked here, not by the tokenizer: its message would count bytes of the rendered conversation.
+    if (const size_t bad = utf8::find_invalid(line); bad != std::string::npos) {
+      if (!interactive) fail("chat: --prompt is not valid UTF-8 (byte {})", bad);
+      fmt::print(stderr, "error: input line {} is not valid UTF-8 (byte {}); it was skipped\n", line_no, bad);
+      continue;
+    }
     messages.push_back({{"role", "user"}, {"content", line}});
-    const std::string rendered = apply_chat_template(tmpl, messages, true, files.bos_token, files.eos_token);
-    // The template writes BOS itself where the model wants one: never add a second.
-    const std::vector<int32_t> ids = lm.tokenizer->encode(rendered, false);
     std::string reply;
-    GenerateStats st;
-    gen.generate(ids, go, [&](const std::string& s) {
-      reply += s;
-      std::fwrite(s.data(), 1, s.size(), stdout);
-      std::fflush(stdout);
-    }, &st);
+    try {
+      const std::string rendered = apply_chat_template(tmpl, messages, true, files.bos_token, files.eos_token);
+      // The template writes BOS itself where the model wants one: never add a second.
+      const std::vector<int32_t> ids = lm.tokenizer->encode(rendered, false);
+      GenerateStats st;
+      gen.generate(ids, go, [&](const std::string& s) {
+        reply += s;
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+      }, &st);
+    } catch (const Error& e) {
+      // A turn that cannot be answered (e.g. the conversation outgrew the context) ends only that turn.
+      if (!interactive) throw;
+      messages.erase(messages.end() - 1);
+      if (!reply.empty()) std::fputc('\n', stdout);
+      fmt::print(stderr, "error: {}\n", e.what());
+      continue;
+    }
     std::fputc('\n', stdout);
     messages.push_back({{"role", "assistant"}, {"content", reply}});
     if (!interactive) break;

@@ -52,18 +52,20 @@ std::string get_string(const nlohmann::json& j, const char* key, const std::stri
   return j[key].get<std::string>();
 }
 
-std::vector<int32_t> id_list(const nlohmann::json& v, const char* key, const std::string& file) {
+// A token id field (bos/eos/pad_token_id): null (HF's "none") gives an empty list, else an integer or a list of
+// integers, each in [0, vocab_size): an id outside the vocabulary would index past the embedding and logits rows.
+std::vector<int32_t> token_ids(const nlohmann::json& v, const char* key, int vocab_size, const std::string& file) {
   std::vector<int32_t> out;
   if (v.is_null()) return out;
-  if (v.is_number_integer()) {
-    out.push_back(v.get<int32_t>());
-  } else if (v.is_array()) {
-    for (const auto& e : v) {
-      if (!e.is_number_integer()) fail("{}: field '{}' must hold integers, got {}", file, key, v.dump());
-      out.push_back(e.get<int32_t>());
-    }
-  } else {
+  if (!v.is_number_integer() && !v.is_array())
     fail("{}: field '{}' must be an integer or a list of integers, got {}", file, key, v.dump());
+  for (const auto& e : v.is_array() ? v : nlohmann::json::array({v})) {
+    if (!e.is_number_integer()) fail("{}: field '{}' must hold integers, got {}", file, key, v.dump());
+    // Compare as wide integers: a get<int32_t>() first would wrap 2^32 to 0.
+    const bool neg = !e.is_number_unsigned() && e.get<int64_t>() < 0;
+    if (neg || e.get<uint64_t>() >= static_cast<uint64_t>(vocab_size))
+      fail("{}: {} {} is outside the vocabulary [0, {})", file, key, e.dump(), vocab_size);
+    out.push_back(static_cast<int32_t>(e.get<int64_t>()));
   }
   return out;
 }
@@ -164,13 +166,12 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
   if (c.arch == Arch::kBitNet) c.bitnet_quant = true;
 
   if (j.contains("bos_token_id")) {
-    auto ids = id_list(j["bos_token_id"], "bos_token_id", file);
+    auto ids = token_ids(j["bos_token_id"], "bos_token_id", c.vocab_size, file);
     if (!ids.empty()) c.bos_token_id = ids[0];
   }
-  if (j.contains("eos_token_id")) c.eos_token_ids = id_list(j["eos_token_id"], "eos_token_id", file);
-  for (int32_t id : c.eos_token_ids) {
-    if (id < 0 || id >= c.vocab_size) fail("{}: eos_token_id {} outside the vocabulary", file, id);
-  }
+  if (j.contains("eos_token_id")) c.eos_token_ids = token_ids(j["eos_token_id"], "eos_token_id", c.vocab_size, file);
+  // Not used for generation, but a pad id outside the vocabulary means a broken config: say so at load.
+  if (j.contains("pad_token_id")) token_ids(j["pad_token_id"], "pad_token_id", c.vocab_size, file);
   return c;
 }
 
@@ -183,15 +184,13 @@ ModelConfig load_model_config(const std::string& dir) {
   if (fs::exists(gen)) {
     nlohmann::json g = parse_json_file(gen);
     if (g.contains("eos_token_id")) {
-      auto ids = id_list(g["eos_token_id"], "eos_token_id", gen);
-      for (int32_t id : ids) {
-        if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end() && id >= 0 &&
-            id < c.vocab_size)
+      for (int32_t id : token_ids(g["eos_token_id"], "eos_token_id", c.vocab_size, gen)) {
+        if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
           c.eos_token_ids.push_back(id);
       }
     }
     if (g.contains("bos_token_id") && !c.bos_token_id) {
-      auto ids = id_list(g["bos_token_id"], "bos_token_id", gen);
+      auto ids = token_ids(g["bos_token_id"], "bos_token_id", c.vocab_size, gen);
       if (!ids.empty()) c.bos_token_id = ids[0];
     }
     if (g.contains("temperature") && g["temperature"].is_number()) c.gen_temperature = g["temperature"].get<float>();

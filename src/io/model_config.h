@@ -55,9 +55,10 @@ struct ModelConfig {
 };
 
 /// Reads <dir>/config.json (and generation_config.json if present).
-/// Accepts rope_theta at top level or in rope_parameters / rope_scaling; bos/eos ids as int or list.
+/// Accepts rope_theta at top level or in rope_parameters / rope_scaling; bos/eos ids as int, list or null.
 /// Throws tritium::Error naming the file and field: missing folder, malformed JSON, a required field missing or of
-/// the wrong type, an unsupported architecture, hidden_act or quant_method, inconsistent head sizes.
+/// the wrong type, an unsupported architecture, hidden_act or quant_method, inconsistent head sizes, a
+/// bos/eos/pad_token_id outside [0, vocab_size).
 ModelConfig load_model_config(const std::string& dir);
 
 /// Parses an already-read config.json object (dir is used in messages only).

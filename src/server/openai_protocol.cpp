@@ -114,6 +114,16 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
     bad("suffix", "'suffix' is not supported");
   if (b.contains("best_of") && !b["best_of"].is_null() && b["best_of"] != 1)
     bad("best_of", "'best_of' other than 1 is not supported");
+  // Structured output (json_object, json_schema, ...) needs guided decoding, which tritium does not have.
+  if (b.contains("response_format") && !b["response_format"].is_null()) {
+    const json& rf = b["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      bad("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string& type = rf["type"].get_ref<const std::string&>();
+    if (type != "text")
+      bad("response_format", fmt::format("'response_format' of type '{}' is not supported (no guided decoding; only "
+                                         "'text')", type));
+  }
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {
