@@ -58,7 +58,7 @@ struct ModelConfig {
 /// Accepts rope_theta at top level or in rope_parameters / rope_scaling; bos/eos ids as int, list or null.
 /// Throws tritium::Error naming the file and field: missing folder, malformed JSON, a required field missing or of
 /// the wrong type, an unsupported architecture, hidden_act or quant_method, inconsistent head sizes, a
-/// bos/eos/pad_token_id outside [0, vocab_size).
+/// bos/eos_token_id outside [0, vocab_size) (pad_token_id is not used and not checked).
 ModelConfig load_model_config(const std::string& dir);
 
 /// Parses an already-read config.json object (dir is used in messages only).
