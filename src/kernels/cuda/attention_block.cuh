@@ -33,16 +33,14 @@ __device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s,
 /// block takes 32 U positions per step). rope_row (FUSED): the row of cos_t / sin_t to use; -1 = pos[r] (the
 /// persistent kernel passes tables it staged in shared memory with that one row).
 template <int D, bool FUSED, bool SPLIT, int U = 2>
-__device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H, int KVH,
-                                                        const int32_t* __restrict__ pos,
-                                                        const int32_t* __restrict__ seq,
-                                                        const int32_t* __restrict__ bt, int btw, int bs,
-                                                        float* __restrict__ kpool, float* __restrict__ vpool,
-                                                        float* __restrict__ out, float scale,
-                                                        const float* __restrict__ cos_t,
-                                                        const float* __restrict__ sin_t, int nsplit,
-                                                        float* __restrict__ part, int* __restrict__ cnt,
-                                                        int rope_row = -1) {
+__device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H,
+                                                int KVH, const int32_t* __restrict__ pos,
+                                                const int32_t* __restrict__ seq, const int32_t* __restrict__ bt,
+                                                int btw, int bs, float* __restrict__ kpool,
+                                                float* __restrict__ vpool, float* __restrict__ out, float scale,
+                                                const float* __restrict__ cos_t, const float* __restrict__ sin_t,
+                                                int nsplit, float* __restrict__ part, int* __restrict__ cnt,
+                                                int rope_row = -1) {
   constexpr int DL = D / 8;
   static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
   __shared__ float m_s[32], l_s[32];

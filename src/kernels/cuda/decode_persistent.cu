@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/attention_block.cuh"
@@ -58,8 +57,9 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-/// This block's rows of projection p ([blockIdx.x * rpb, + rpb) clipped to p.n) into `slot` (thread 0 issues).
-__device__ __forceinline__ void prefetch_rows(const PersistentProj& p, int rpb, uint4* slot, uint64_t* bar) {
+/// Requests this block's rows of projection p ([blockIdx.x * rpb, + rpb) clipped to p.n) into `slot` (thread 0
+/// issues one bulk copy; `bar` completes when they have landed).
+__device__ __forceinline__ void load_rows(const PersistentProj& p, int rpb, uint4* slot, uint64_t* bar) {
   if (threadIdx.x != 0) return;
   const int nch = p.kp / 64;
   const int r0 = static_cast<int>(blockIdx.x) * rpb;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(Persiste
   float inv_s = 1.0f;
   int sumq = 0;
   // A projection phase: request the slice, the row prologue (by the caller, in between), wait, multiply.
-  auto request = [&](int l, int k) { prefetch_rows(projs(a.layers[l], k), pl.rows_per_block[k], slot[k], &wbar[k]); };
+  auto request = [&](int l, int k) { load_rows(projs(a.layers[l], k), pl.rows_per_block[k], slot[k], &wbar[k]); };
   auto project = [&](int l, int k, float* y, bool add) {
     mark(1);
     mbar_wait(&wbar[k], static_cast<uint32_t>(l & 1));
@@ -258,13 +258,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_persistent_kernel(Persiste
 #endif
 }
 
-template <int D>
-auto kernel_of() {
-  return decode_persistent_kernel<D>;
-}
-
 void* kernel_ptr(int D) {
-  return D == 64 ? reinterpret_cast<void*>(kernel_of<64>()) : reinterpret_cast<void*>(kernel_of<128>());
+  return D == 64 ? reinterpret_cast<void*>(decode_persistent_kernel<64>)
+                 : reinterpret_cast<void*>(decode_persistent_kernel<128>);
 }
 
 }  // namespace
