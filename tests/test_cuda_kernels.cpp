@@ -14,6 +14,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ternary_bitcos_gpu.h"
 #include "kernels/cuda/ternary_tc2.h"
+#include "kernels/cuda/ternary_tcb.h"
 #include "model/linear.h"
 #include "runtime/cuda_backend.h"
 
@@ -100,6 +101,58 @@ TEST(CudaBitcos, PackRoundTripRagged) {
   EXPECT_THROW(cuda::pack_bitcos_gpu(&bad, 0, 1), Error);
 }
 
+// tcb packing: exact round trip, the row counts of -1, the activation planes, and the kernel's arithmetic
+// emulated on the host from the packed words (D_j = popc(P & X_j) + popc(N & ~X_j); sum_j s_j 2^j D_j + neg =
+// sum w x), so the layout documented in ternary_tcb.h is checked without a GPU.
+TEST(CudaTcb, PackRoundTripAndHostEmulation) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> xd(-128, 127);
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 1}, {3, 17}, {16, 256}, {17, 300}, {40, 2560}, {9, 6912}}) {
+    const auto w = random_ternary(rng, n, k, 0.3);
+    const auto s = cuda::TcbShape::of(n, k);
+    const auto t = cuda::pack_tcb(w.data(), n, k);
+    ASSERT_EQ(static_cast<int64_t>(t.words.size()), s.words());
+    ASSERT_EQ(s.words() * 16, s.np * s.kp);  // 2 bits per (padded) weight
+    EXPECT_EQ(cuda::unpack_tcb(t.words.data(), n, k), w) << n << "x" << k;
+    for (int r = 0; r < n; ++r) {
+      int neg = 0;
+      for (int c = 0; c < k; ++c) neg += w[static_cast<size_t>(r) * k + c] < 0;
+      EXPECT_EQ(t.neg_count[r], neg);
+    }
+    const int M = 2;
+    std::vector<int8_t> x(static_cast<size_t>(M) * k);
+    for (auto& v : x) v = static_cast<int8_t>(xd(rng));
+    const auto xb = cuda::pack_tcb_activations(x.data(), M, k);
+    ASSERT_EQ(static_cast<int64_t>(xb.size()), M * s.plane_words());
+    const int64_t kc = s.chunks();
+    for (int m = 0; m < M; ++m)
+      for (int r = 0; r < n; ++r) {
+        int64_t ref = 0;
+        for (int c = 0; c < k; ++c) ref += static_cast<int64_t>(w[static_cast<size_t>(r) * k + c]) * x[m * k + c];
+        // Emulate the warp of row r's tile: lane (g, t) registers a0..a3, columns j = plane of lane j * 4 + t.
+        const int64_t tile = r / 16, g = r % 8, hi = (r % 16) / 8;
+        int64_t got = t.neg_count[r];
+        for (int j = 0; j < 8; ++j) {
+          int64_t d = 0;
+          for (int64_t ch = 0; ch < kc; ++ch)
+            for (int tt = 0; tt < 4; ++tt)
+              for (int h = 0; h < 2; ++h) {
+                auto a = [&](int plane) {
+                  return t.words[static_cast<size_t>((((tile * kc + ch) * 2 + plane) * 32 + g * 4 + tt) * 4 + h * 2 + hi)];
+                };
+                const uint32_t xw = xb[static_cast<size_t>(m * s.plane_words() + (ch * 32 + j * 4 + tt) * 2 + h)];
+                d += __builtin_popcount(a(0) & xw) + __builtin_popcount(a(1) & ~xw);
+              }
+          got += (j == 7 ? -128 : (1 << j)) * d;
+        }
+        ASSERT_EQ(got, ref) << n << "x" << k << " m=" << m << " row " << r;
+      }
+  }
+  int8_t bad = 3;
+  EXPECT_THROW(cuda::pack_tcb(&bad, 1, 1), Error);
+  EXPECT_THROW(cuda::pack_tcb(&bad, 0, 1), Error);
+}
+
 #if !TRITIUM_HAVE_CUDA
 
 TEST(CudaKernels, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA: CUDA kernel tests skipped"; }
@@ -180,6 +233,115 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
       }
     }
   }
+}
+
+// The tcb GEMV/GEMM (binary tensor-core MMA) for 1..100 tokens and every K split against a scalar int32
+// reference, with activation planes from the host packer; tcb_planes and norm_quant's planes output (vector and
+// fallback paths) equal the host packer's planes.
+TEST(CudaKernels, TcbMatmulExactRandomRagged) {
+  REQUIRE_GPU();
+  if (!cuda::tcb_supported()) GTEST_SKIP() << "device below sm_80: no binary MMA";
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> xd(-128, 127);
+  struct Shape { int n, k; };
+  for (Shape sh : {Shape{1, 1}, Shape{37, 100}, Shape{64, 256}, Shape{200, 640}, Shape{130, 2560}, Shape{515, 1000},
+                   Shape{33, 6912}}) {
+    const auto w = random_ternary(rng, sh.n, sh.k, 0.3);
+    const auto s = cuda::TcbShape::of(sh.n, sh.k);
+    const auto t = cuda::pack_tcb(w.data(), sh.n, sh.k);
+    DevBuf<uint32_t> dw(t.words);
+    DevBuf<int32_t> dneg(t.neg_count);
+    {  // the prefill path's rewrite as tc2 (kp kept, rows padded to 64)
+      const int np2 = (sh.n + 63) / 64 * 64;
+      DevBuf<uint32_t> t2(static_cast<size_t>(np2) * s.kp / 16);
+      cuda::tcb_to_tc2(dw.p, sh.n, static_cast<int>(s.kp), t2.p, np2, nullptr);
+      const auto words = t2.down();
+      std::vector<int8_t> wp(static_cast<size_t>(np2) * s.kp, 0);
+      for (int r = 0; r < sh.n; ++r)
+        for (int k = 0; k < sh.k; ++k) wp[static_cast<size_t>(r) * s.kp + k] = w[static_cast<size_t>(r) * sh.k + k];
+      EXPECT_EQ(cuda::unpack_tc2(words.data(), np2, s.kp), wp) << "tcb_to_tc2 " << sh.n << "x" << sh.k;
+    }
+    for (int M : {1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100}) {
+      std::vector<int8_t> x(static_cast<size_t>(M) * sh.k), xp(static_cast<size_t>(M) * s.kp, 0);
+      std::vector<int32_t> ref(static_cast<size_t>(M) * sh.n);
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < sh.k; ++k) x[m * sh.k + k] = xp[m * s.kp + k] = static_cast<int8_t>(xd(rng));
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < sh.n; ++n) {
+          int32_t a = 0;
+          for (int k = 0; k < sh.k; ++k) a += static_cast<int32_t>(x[m * sh.k + k]) * w[static_cast<size_t>(n) * sh.k + k];
+          ref[static_cast<size_t>(m) * sh.n + n] = a;
+        }
+      const auto planes = cuda::pack_tcb_activations(x.data(), M, sh.k);
+      DevBuf<uint32_t> dxb(planes);
+      DevBuf<int8_t> dq(xp);
+      DevBuf<uint32_t> dxb2(planes.size());
+      cuda::tcb_planes(dq.p, M, static_cast<int>(s.kp), dxb2.p, nullptr);
+      ASSERT_EQ(dxb2.down(), planes) << "tcb_planes " << sh.n << "x" << sh.k << " M=" << M;
+      for (int ksplit : {0, 1, 2, 3, 4}) {
+        DevBuf<int32_t> acc(static_cast<size_t>(M) * sh.n);
+        cuda::tcb_matmul_i32(dw.p, dneg.p, sh.n, static_cast<int>(s.kp), dxb.p, M, acc.p, nullptr, ksplit);
+        EXPECT_EQ(acc.down(), ref) << sh.n << "x" << sh.k << " M=" << M << " ksplit " << ksplit;
+      }
+    }
+  }
+  DevBuf<int32_t> acc(1);
+  EXPECT_THROW(cuda::tcb_matmul_i32(nullptr, nullptr, 1, 100, nullptr, 1, acc.p, nullptr), Error);  // kp % 256
+  EXPECT_THROW(cuda::tcb_matmul_i32(nullptr, nullptr, 1, 256, nullptr, 1, acc.p, nullptr, 5), Error);
+}
+
+// norm_quant / glu_norm_quant with the planes output: the planes equal the host packer's planes of the q they
+// write (the one-kernel vector path, and the fallback path of a row length that is not a multiple of 4), and the
+// whole tcb projection equals TernaryLinear::forward on the CPU bit for bit.
+TEST(CudaKernels, TcbProjectionAndPlanesBitExactVsCpu) {
+  REQUIRE_GPU();
+  if (!cuda::tcb_supported()) GTEST_SKIP() << "device below sm_80: no binary MMA";
+  std::mt19937 rng(29);
+  for (int k : {320, 2560, 6912, 301}) {
+    const int n = 3 * 96 + 40;
+    const auto w = random_ternary(rng, n, k);
+    TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+    const auto s = cuda::TcbShape::of(n, k);
+    const auto t = cuda::pack_tcb(w.data(), n, k);
+    DevBuf<uint32_t> dw(t.words);
+    DevBuf<int32_t> dneg(t.neg_count);
+    for (int M : {1, 4, 16, 33}) {
+      const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
+      std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * n);
+      lin.forward(x.data(), M, ref.data());
+      DevBuf<float> dx(x), dy(static_cast<size_t>(M) * n), dadd(base), inv(M);
+      DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
+      DevBuf<int32_t> sq(M);
+      DevBuf<uint32_t> xb(static_cast<size_t>(M) * s.kp / 4);
+      cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
+                       nullptr, xb.p);
+      const auto qh = q.down();
+      std::vector<int8_t> qk(static_cast<size_t>(M) * k);
+      for (int m = 0; m < M; ++m)
+        for (int c = 0; c < k; ++c) qk[m * k + c] = qh[m * s.kp + c];
+      ASSERT_EQ(xb.down(), cuda::pack_tcb_activations(qk.data(), M, k)) << "k=" << k << " M=" << M;
+      cuda::TernaryEpilogue ep;
+      ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
+      ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
+      ep.y = dy.p, ep.ldy = n;
+      cuda::tcb_matmul(dw.p, dneg.p, n, static_cast<int>(s.kp), xb.p, inv.p, M, ep, nullptr);
+      EXPECT_EQ(dy.down(), ref) << "k=" << k << " M=" << M;
+      ep.y = dadd.p, ep.add = true;
+      cuda::tcb_matmul(dw.p, dneg.p, n, static_cast<int>(s.kp), xb.p, inv.p, M, ep, nullptr, 2);
+      auto got = dadd.down();
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], base[i] + ref[i]) << i;
+    }
+  }
+  // glu_norm_quant's planes (relu^2 GLU + sub-norm, the down projection's input) equal those of its q.
+  const int I = 6912, M = 3;
+  const auto gu = random_floats(rng, static_cast<size_t>(M) * 2 * I, 1.5f), nw = random_floats(rng, I, 1.0f);
+  DevBuf<float> dgu(gu), dnw(nw), act(static_cast<size_t>(M) * I), inv(M);
+  DevBuf<int8_t> q(static_cast<size_t>(M) * I);
+  DevBuf<int32_t> sq(M);
+  DevBuf<uint32_t> xb(static_cast<size_t>(M) * I / 4);
+  cuda::glu_norm_quant(dgu.p, M, I, true, dnw.p, 1e-5f, act.p, q.p, I, inv.p, sq.p, nullptr, xb.p);
+  const auto qh = q.down();
+  EXPECT_EQ(xb.down(), cuda::pack_tcb_activations(qh.data(), M, I));
 }
 
 // The whole ternary projection (quantize + matmul + per-segment dequantization, plain and residual-add) equals

@@ -27,11 +27,9 @@ struct Path {
   std::unique_ptr<KvCache> cache;
 };
 
-Path make_path(const std::string& dir, bool persistent, int max_tokens) {
+Path make_path(const std::string& dir, const CudaOptions& o, int max_tokens) {
   Path p;
   p.model = load_transformer(dir);
-  CudaOptions o;
-  o.persistent_decode = persistent;
   p.model->set_backend(make_cuda_backend(*p.model, o));
   const ModelConfig& c = p.model->config();
   p.cache = std::make_unique<KvCache>(
@@ -39,14 +37,26 @@ Path make_path(const std::string& dir, bool persistent, int max_tokens) {
   return p;
 }
 
-/// Prefills `prompt_len` tokens on both paths, then decodes `steps` greedy tokens (the persistent path's argmax
-/// fed to both) and compares the logits of every step.
-void compare(const std::string& dir, int prompt_len, int steps) {
+/// Prefills `prompt_len` tokens on both paths, then decodes `steps` greedy tokens (path a's argmax fed to both)
+/// and compares the logits of every step. Default: a = the persistent kernel, b = the layered kernels (both tc2);
+/// with layouts: the layered kernels over the two weight layouts.
+void compare(const std::string& dir, int prompt_len, int steps, const char* la_layout = nullptr,
+             const char* lb_layout = nullptr) {
   unsetenv("TRITIUM_CUDA_PERSISTENT");
-  Path a = make_path(dir, true, prompt_len + steps);
-  Path b = make_path(dir, false, prompt_len + steps);
-  ASSERT_NE(a.model->backend()->name().find("persistent decode"), std::string::npos)
-      << "the persistent kernel was not planned for this model: " << a.model->backend()->name();
+  unsetenv("TRITIUM_CUDA_LAYOUT");
+  CudaOptions oa, ob;
+  oa.persistent_decode = la_layout == nullptr;
+  if (la_layout) oa.ternary_layout = la_layout;
+  if (lb_layout) ob.ternary_layout = lb_layout;
+  Path a = make_path(dir, oa, prompt_len + steps);
+  Path b = make_path(dir, ob, prompt_len + steps);
+  if (!la_layout) {
+    ASSERT_NE(a.model->backend()->name().find("persistent decode"), std::string::npos)
+        << "the persistent kernel was not planned for this model: " << a.model->backend()->name();
+  } else {
+    ASSERT_NE(a.model->backend()->name().find(la_layout), std::string::npos) << a.model->backend()->name();
+    ASSERT_NE(b.model->backend()->name().find(lb_layout), std::string::npos) << b.model->backend()->name();
+  }
   ASSERT_EQ(b.model->backend()->name().find("persistent decode"), std::string::npos);
   const int V = a.model->vocab_size();
   std::vector<int32_t> blocks(static_cast<size_t>(a.cache->spec().num_blocks));
@@ -80,8 +90,9 @@ void compare(const std::string& dir, int prompt_len, int steps) {
     worst = std::max<double>(worst, diff);
     next = argmax(la);
   }
-  std::printf("[ persistent ] %s: prompt %d, %d decode steps, %d bit-identical, max |diff| %.3g\n", dir.c_str(),
-              prompt_len, steps, identical, worst);
+  std::printf("[ persistent ] %s vs %s, %s: prompt %d, %d decode steps, %d bit-identical, max |diff| %.3g\n",
+              a.model->backend()->name().c_str(), b.model->backend()->name().c_str(), dir.c_str(), prompt_len, steps,
+              identical, worst);
 }
 
 #define REQUIRE_CUDA() \
@@ -99,6 +110,13 @@ TEST(CudaPersistentDecode, TinyBitnetSplitAttentionMatchesLayered) {
   compare(test::bundled_model(), 300, 12);  // contexts past 256: split-K attention items
 }
 
+// The two GPU weight layouts (tc2: dp4a / int8 MMA kernels; tcb: binary MMA) through the layered forward: the
+// same exact integer sums, so the same logits, in prefill and decode.
+TEST(CudaPersistentDecode, TinyBitnetLayoutsTc2AndTcbAgree) {
+  REQUIRE_CUDA();
+  compare(test::bundled_model(), 37, 24, "tc2", "tcb");
+}
+
 TEST(CudaPersistentDecode, Bitnet2b4tWidthsMatchLayered) {
   REQUIRE_CUDA();
   // Two layers of the 2B4T shape (hidden 2560, inter 6912, 20 heads / 5 KV heads of 128): many rows per block,
@@ -109,5 +127,6 @@ TEST(CudaPersistentDecode, Bitnet2b4tWidthsMatchLayered) {
   write_synthetic_bitnet(dir.string(), so);
   compare(dir.string(), 29, 16);
   compare(dir.string(), 280, 6);
+  compare(dir.string(), 29, 8, "tc2", "tcb");  // the tcb kernels at 2B4T widths (K split over 3 warps on down)
   std::filesystem::remove_all(dir);
 }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/decode_persistent.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/ternary_tc2.h"
+#include "kernels/cuda/ternary_tcb.h"
 #include "parallel/nccl_comm.h"
 #include "runtime/cuda_int8_linear.h"
 
@@ -63,7 +64,9 @@ class DeviceArena {
 struct DevLinear {
   enum Kind { kTernary, kF32, kBF16, kInt8 } kind = kF32;
   int n = 0, k = 0, np = 0, kp = 0;
-  const uint32_t* w2 = nullptr;       // tc2 codes
+  const uint32_t* w2 = nullptr;       // tc2 codes (layout tc2)
+  const uint32_t* wt = nullptr;       // tcb bit planes (layout tcb; kernels/cuda/ternary_tcb.h)
+  const int32_t* negc = nullptr;      // tcb: -1 weights per row [np]
   const float* wf = nullptr;          // f32 [n, k]
   const __nv_bfloat16* wb = nullptr;  // bf16 [n, k]
   const float* bias = nullptr;
@@ -107,7 +110,8 @@ class CudaBackend final : public ForwardBackend {
   /// out[rows, n] (+)= lin(norm?(in rows via row_map)); in has row stride ldin.
   void apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map, const float* norm_w,
              int rows, float* out, int64_t ldout, bool add);
-  /// out[rows, n] (+)= lin(x) for a ternary lin whose input is already quantized in xq_ / sumq_ / inv_s_.
+  /// out[rows, n] (+)= lin(x) for a ternary lin whose input is already quantized in xq_ / sumq_ / inv_s_ (and,
+  /// tcb layout, its bit planes in xb_).
   void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add);
 
   ModelConfig c_;
@@ -154,6 +158,13 @@ class CudaBackend final : public ForwardBackend {
         *tmp_ = nullptr, *sel_ = nullptr, *logits_ = nullptr;
   __nv_bfloat16* selb_ = nullptr;
   int8_t* xq_ = nullptr;
+  uint32_t* xb_ = nullptr;  // tcb activation bit planes [M, max_kp_ / 4]
+  // tcb: chunks of more than tcb_max_tokens_ rows (prefill) rewrite the projection as tc2 here and run the int8
+  // MMA kernels (TRITIUM_CUDA_TCB_MAX_TOKENS, 1..16, default 16).
+  int tcb_max_tokens_ = 16;
+  uint32_t* tc2_scratch_ = nullptr;
+  size_t tc2_scratch_words_ = 0;
+  bool tcb_ = false;        // ternary weights in the tcb layout (else tc2)
   float* inv_s_ = nullptr;
   int32_t* sumq_ = nullptr;
   float* attn_part_ = nullptr;     // split-K partial states [capS_ * H * kAttentionMaxSplit * (D + 2)]
@@ -185,11 +196,21 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
     const PackedTernary& p = t->packed();
     std::vector<int8_t> w(static_cast<size_t>(p.rows() * p.cols()));
     p.unpack(w.data());
-    const auto shape = cuda::Tc2Shape::of(p.rows(), p.cols());
-    const std::vector<uint32_t> words = cuda::pack_tc2(w.data(), p.rows(), p.cols());
-    d.w2 = weights_.upload(words.data(), words.size());
-    d.np = static_cast<int>(shape.np);
-    d.kp = static_cast<int>(shape.kp);
+    if (tcb_) {
+      const auto shape = cuda::TcbShape::of(p.rows(), p.cols());
+      const cuda::TcbWeights tw = cuda::pack_tcb(w.data(), p.rows(), p.cols());
+      d.wt = weights_.upload(tw.words.data(), tw.words.size());
+      d.negc = weights_.upload(tw.neg_count.data(), tw.neg_count.size());
+      d.np = static_cast<int>(shape.np);
+      d.kp = static_cast<int>(shape.kp);
+      tc2_scratch_words_ = std::max(tc2_scratch_words_, static_cast<size_t>((d.n + 63) / 64 * 64) * (d.kp / 16));
+    } else {
+      const auto shape = cuda::Tc2Shape::of(p.rows(), p.cols());
+      const std::vector<uint32_t> words = cuda::pack_tc2(w.data(), p.rows(), p.cols());
+      d.w2 = weights_.upload(words.data(), words.size());
+      d.np = static_cast<int>(shape.np);
+      d.kp = static_cast<int>(shape.kp);
+    }
     const auto& segs = t->segments();
     TRITIUM_CHECK(!segs.empty() && segs.size() <= 3, "CUDA backend: {} weight segments (at most 3 supported)",
                   segs.size());
@@ -246,6 +267,21 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
     tp_ = *model.tp_plan();
     name_ += " tp" + std::to_string(tp_->rank) + "/" + std::to_string(tp_->world);
   }
+  {
+    std::string layout = o.ternary_layout;
+    if (const char* e = std::getenv("TRITIUM_CUDA_LAYOUT"); e && *e) layout = e;
+    TRITIUM_CHECK(layout == "auto" || layout == "tcb" || layout == "tc2",
+                  "CUDA backend: ternary layout '{}' (expected auto, tcb or tc2)", layout);
+    if (layout == "tcb") TRITIUM_CHECK(cuda::tcb_supported(), "CUDA backend: the tcb layout needs sm_80 or newer");
+    // auto = tc2: on the H200 the tcb GEMV is faster on the 13824-row projection in isolation, but the decode step
+    // measured slower end to end (bench/CUDA_NOTES.md, version 11), so tcb is opt-in.
+    tcb_ = layout == "tcb";
+    if (const char* e = std::getenv("TRITIUM_CUDA_TCB_MAX_TOKENS"); e && *e) {
+      tcb_max_tokens_ = std::atoi(e);
+      TRITIUM_CHECK(tcb_max_tokens_ >= 1 && tcb_max_tokens_ <= 16, "TRITIUM_CUDA_TCB_MAX_TOKENS={}: expected 1..16", e);
+    }
+    name_ += tcb_ ? " tcb" : " tc2";
+  }
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check_blas(cublasCreate(&blas_), "cublasCreate");
   check_blas(cublasSetStream(blas_, stream_), "cublasSetStream");
@@ -299,7 +335,9 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
   } else {
     lm_head_ = upload_linear(model.lm_head(), opts_.lm_head_bf16);
   }
-  max_kp_ = std::max(max_kp_, static_cast<int>((std::max(c_.hidden_size, c_.intermediate_size) + 63) / 64 * 64));
+  if (tc2_scratch_words_) tc2_scratch_ = weights_.alloc<uint32_t>(tc2_scratch_words_);
+  const int kq = tcb_ ? 256 : 64;  // xq_ holds rows of any projection's kp
+  max_kp_ = std::max(max_kp_, static_cast<int>((std::max(c_.hidden_size, c_.intermediate_size) + kq - 1) / kq * kq));
   bt_width_ = 0;  // set per cache (block size) in device_kv
   plan_persistent();
 }
@@ -312,6 +350,7 @@ void CudaBackend::plan_persistent() {
   auto skip = [](const char* why) { fmt::print(stderr, "warning: persistent decode kernel not used: {}\n", why); };
   if (tp_) return skip("tensor parallelism");
   if (attn_basic_) return skip("TRITIUM_CUDA_ATTENTION=basic");
+  if (tcb_) return skip("the tcb weight layout (TRITIUM_CUDA_LAYOUT=tc2 keeps tc2)");
   auto proj = [](const DevLinear& d, cuda::PersistentProj& p) {
     if (d.kind != DevLinear::kTernary) return false;
     p.w = d.w2;
@@ -457,6 +496,7 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
   }
   tmp_ = ws_.alloc<float>(Mc * std::max<size_t>({qkvw, 2 * I, Hd}));
   xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
+  if (tcb_) xb_ = ws_.alloc<uint32_t>(Mc * max_kp_ / 4);
   inv_s_ = ws_.alloc<float>(Mc);
   sumq_ = ws_.alloc<int32_t>(Mc);
   {
@@ -497,12 +537,9 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
                         const float* norm_w, int rows, float* out, int64_t ldout, bool add) {
   const float eps = c_.rms_norm_eps;
   if (lin.kind == DevLinear::kTernary) {
-    cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, xq_, lin.kp, inv_s_, sumq_, stream_);
-    cuda::TernaryEpilogue ep = lin.seg;
-    ep.y = out;
-    ep.ldy = ldout;
-    ep.add = add;
-    cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+    cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, xq_, lin.kp, inv_s_, sumq_, stream_,
+                     lin.wt ? xb_ : nullptr);
+    ternary_quantized(lin, rows, out, ldout, add);
     return;
   }
   if (lin.kind == DevLinear::kInt8) {  // requests = sequences: row r of `in` belongs to seq_d_[row_map[r]]
@@ -544,7 +581,15 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
   ep.y = out;
   ep.ldy = ldout;
   ep.add = add;
-  cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+  if (lin.wt && rows <= tcb_max_tokens_) {
+    cuda::tcb_matmul(lin.wt, lin.negc, lin.n, lin.kp, xb_, inv_s_, rows, ep, stream_);
+  } else if (lin.wt) {  // prefill: the tc2 GEMM over a rewritten copy (~2 x 2 bits per weight of traffic)
+    const int np2 = (lin.n + 63) / 64 * 64;
+    cuda::tcb_to_tc2(lin.wt, lin.n, lin.kp, tc2_scratch_, np2, stream_);
+    cuda::ternary_matmul(tc2_scratch_, lin.n, np2, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+  } else {
+    cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
+  }
 }
 
 void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
@@ -594,7 +639,7 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     if (!tp_ && L.down.kind == DevLinear::kTernary && L.down.k == I) {
       // GLU + ffn_sub_norm + quantization of the down projection's input in one kernel.
       cuda::glu_norm_quant(gu_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_, xq_,
-                           L.down.kp, inv_s_, sumq_, stream_);
+                           L.down.kp, inv_s_, sumq_, stream_, L.down.wt ? xb_ : nullptr);
       ternary_quantized(L.down, M, x_, Hd, true);
       continue;
     }

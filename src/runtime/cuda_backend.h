@@ -42,6 +42,13 @@ struct CudaOptions {
   /// layered kernels on the H200 (bench/CUDA_NOTES.md, version 9). The environment variable
   /// TRITIUM_CUDA_PERSISTENT=1 / =0 overrides this. The backend's name() says "persistent decode" when it is used.
   bool persistent_decode = false;
+  /// GPU layout of ternary weights: "tc2" (2-bit codes for the dp4a / int8 MMA kernels, ternary_tc2.h) or "tcb"
+  /// (bit planes for the binary tensor-core MMA GEMV, kernels/cuda/ternary_tcb.h; sm_80+; chunks of more than 16
+  /// tokens run the tc2 kernels on a rewritten copy; the persistent decode kernel needs tc2). Both hold 2 bits per
+  /// weight and give the same results bit for bit. "auto" = tc2: tcb's one-token GEMV is faster on the 13824-row
+  /// projection, but the whole decode step measured slower on the H200 (bench/CUDA_NOTES.md, version 11). The
+  /// environment variable TRITIUM_CUDA_LAYOUT overrides this.
+  std::string ternary_layout = "auto";
 };
 
 /// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may

@@ -15,6 +15,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/ternary_bitcos_gpu.h"
 #include "kernels/cuda/ternary_tc2.h"
+#include "kernels/cuda/ternary_tcb.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_bench_util.h"
 
@@ -141,6 +142,18 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
     Dev bw(bbytes * bcopies);
     for (int c = 0; c < bcopies; ++c)
       check(cudaMemcpy(bw.as<uint8_t>() + c * bbytes, wb.data(), bbytes, cudaMemcpyHostToDevice), "H2D");
+    // tcb (bit planes for the binary MMA): the same weights, copies rotated the same way.
+    const auto ts = cuda::TcbShape::of(sh.n, sh.k);
+    const bool tcb_ok = cuda::tcb_supported();
+    const cuda::TcbWeights tcbw = tcb_ok ? cuda::pack_tcb(w.data(), sh.n, sh.k) : cuda::TcbWeights{};
+    const size_t bbytes_tcb = tcbw.words.size() * 4;
+    const int tcb_copies = tcb_ok ? static_cast<int>(std::max<size_t>(1, (o.rotate_bytes + bbytes_tcb - 1) / bbytes_tcb)) : 0;
+    Dev tcbw_d(std::max<size_t>(1, bbytes_tcb * tcb_copies)), tcbneg_d(std::max<size_t>(1, tcbw.neg_count.size() * 4));
+    for (int c = 0; c < tcb_copies; ++c)
+      check(cudaMemcpy(tcbw_d.as<uint8_t>() + c * bbytes_tcb, tcbw.words.data(), bbytes_tcb, cudaMemcpyHostToDevice),
+            "H2D");
+    if (tcb_ok)
+      check(cudaMemcpy(tcbneg_d.p, tcbw.neg_count.data(), tcbw.neg_count.size() * 4, cudaMemcpyHostToDevice), "H2D");
     // BITCOS GEMV rows (M <= 8): random ternary weights at z = 0.36 (as 2B4T), and z = 0.9 at M = 1.
     std::unique_ptr<BitcosDev> bc36, bc90;
     if (std::any_of(batches.begin(), batches.end(), [](int M) { return M <= 8; })) {
@@ -201,6 +214,44 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
                            sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
                            blas_cold / cold, blas_hot / hot);
+      }
+      if (tcb_ok) {
+        std::vector<int8_t> xk(static_cast<size_t>(M) * sh.k);
+        for (int m = 0; m < M; ++m)
+          for (int k = 0; k < sh.k; ++k) xk[static_cast<size_t>(m) * sh.k + k] = xq[static_cast<size_t>(m) * s.kp + k];
+        const auto planes = cuda::pack_tcb_activations(xk.data(), M, sh.k);
+        Dev dpl(planes.size() * 4);
+        check(cudaMemcpy(dpl.p, planes.data(), planes.size() * 4, cudaMemcpyHostToDevice), "H2D");
+        const std::vector<int> splits = M <= 16 ? std::vector<int>{0, 2} : std::vector<int>{-1};
+        const int np2 = (sh.n + 63) / 64 * 64;
+        Dev scratch(M > 16 ? static_cast<size_t>(np2) * ts.kp / 4 : 4);
+        Dev dxq_t(static_cast<size_t>(M) * ts.kp);  // xq with the tcb row stride (kp multiple of 256)
+        check(cudaMemset(dxq_t.p, 0, static_cast<size_t>(M) * ts.kp), "memset");
+        check(cudaMemcpy2D(dxq_t.p, ts.kp, dxq.p, s.kp, sh.k, M, cudaMemcpyDeviceToDevice), "D2D");
+        for (int ks : splits) {
+          auto run = [&](int copies, int i) {
+            const uint32_t* wp =
+                reinterpret_cast<const uint32_t*>(tcbw_d.as<uint8_t>() + static_cast<size_t>(i % copies) * bbytes_tcb);
+            if (ks >= 0) {
+              cuda::tcb_matmul(wp, tcbneg_d.as<int32_t>(), sh.n, static_cast<int>(ts.kp), dpl.as<uint32_t>(),
+                               dinv.as<float>(), M, ep, st, ks);
+            } else {  // the backend's prefill path: rewrite as tc2, then the int8 MMA GEMM
+              cuda::tcb_to_tc2(wp, sh.n, static_cast<int>(ts.kp), scratch.as<uint32_t>(), np2, st);
+              cuda::ternary_matmul(scratch.as<uint32_t>(), sh.n, np2, static_cast<int>(ts.kp), dxq_t.as<int8_t>(),
+                                   dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, 2);
+            }
+          };
+          const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(tcb_copies, i); });
+          const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
+          const double bytes = static_cast<double>(bbytes_tcb) + static_cast<double>(M) * (ts.kp + 4.0 * sh.n);
+          const double gbs = bytes / (cold * 1e-6) / 1e9;
+          const std::string kname = ks < 0    ? std::string("tcb: rewrite as tc2 + GEMM int8 MMA")
+                                    : ks == 0 ? std::string("tcb binary MMA, auto")
+                                              : fmt::format("tcb binary MMA, ksplit {}", ks);
+          out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
+                             sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
+                             blas_cold / cold, blas_hot / hot);
+        }
       }
       for (const BitcosDev* bc : {bc36.get(), M == 1 ? bc90.get() : nullptr}) {
         if (!bc || M > 8) continue;

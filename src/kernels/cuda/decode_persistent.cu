@@ -105,7 +105,7 @@ __device__ __forceinline__ void row_prologue(const float* src, int n, const floa
   };
   for (int i = n4 + static_cast<int>(threadIdx.x); i < nch * 16; i += kThreads) *at(i) = 0u;
   // The quantization's last reduction barrier also publishes xs to the block.
-  row_quantize<kThreads>(v, n4, red, [&](int i, uint32_t word) { *at(i) = word; }, inv_s, sumq);
+  row_quantize<kThreads>(v, n4, red, [&](int, int i, uint32_t word) { *at(i) = word; }, inv_s, sumq);
 }
 
 /// The 64 weights of chunk c (codes wv) times the activations of chunk c (xs in the GEMV's order), into the

@@ -56,6 +56,32 @@ void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, 
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
                         int32_t* acc, cudaStream_t stream, int kernel = 0, int layout = 0);
 
+/// True when the device can run tcb_matmul (binary tensor-core MMA: sm_80 or newer).
+bool tcb_supported();
+
+/// Ternary GEMV/GEMM over tcb weights (ternary_tcb.h: bit planes [np / 16][kp / 256][2][32][4] uint32 and
+/// neg_count [np] int32, n real rows) with the activations' bit planes xb [M, kp / 4] uint32 (tcb_planes, or
+/// norm_quant's planes output) and dequantization multipliers inv_s [M]; same epilogue and the same exact int32
+/// sums as ternary_matmul (so the same y bits). One warp per 16-row tile and chunk range (ksplit warps per tile:
+/// 0 = automatic, else 1..4), binary MMA m16n8k256 with the 8 activation bit planes as the N columns, up to 16
+/// tokens per block (more: grid.y). Throws tritium::Error on bad arguments (kp not a positive multiple of 256)
+/// or on a device below sm_80.
+void tcb_matmul(const uint32_t* w, const int32_t* neg_count, int n, int kp, const uint32_t* xb, const float* inv_s,
+                int M, const TernaryEpilogue& ep, cudaStream_t stream, int ksplit = 0);
+
+/// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernel.
+void tcb_matmul_i32(const uint32_t* w, const int32_t* neg_count, int n, int kp, const uint32_t* xb, int M,
+                    int32_t* acc, cudaStream_t stream, int ksplit = 0);
+
+/// Rewrites tcb weights (n rows, kp) as tc2 words [np2, kp / 16] (np2 >= n, a multiple of 64; rows past n weight
+/// 0): the prefill path, where the int8 tensor-core GEMM over tc2 beats the tcb kernel. Throws tritium::Error on
+/// bad shapes.
+void tcb_to_tc2(const uint32_t* w, int n, int kp, uint32_t* out, int np2, cudaStream_t stream);
+
+/// The tcb activation bit planes of int8 rows q [rows, kp] (kp a multiple of 256): xb [rows, kp / 4] uint32, as
+/// pack_tcb_activations in ternary_tcb.h.
+void tcb_planes(const int8_t* q, int rows, int kp, uint32_t* xb, cudaStream_t stream);
+
 /// Ternary GEMV over the GPU BITCOS layout (pack_bitcos_gpu in ternary_bitcos_gpu.h: masks [n, kp / 32],
 /// row_offsets [n + 1], signs, all uint32 device buffers) with int8 activations xq [M, kp] (zero-padded past k,
 /// the same buffer as for ternary_matmul), 1 <= M <= 8 tokens, dequantization multipliers inv_s [M] and the
@@ -75,15 +101,18 @@ void ternary_bitcos_gemv_i32(const uint32_t* masks, const uint32_t* row_offsets,
 /// squares in double, y = weight * (x * inv)); quantization as quantize_rows_absmax_i8 (s = 127 / max(amax,
 /// 1e-5), round half to even, clamp [-128, 127]). Writes any of: y [rows, D] float (stride D), q [rows, kp]
 /// (zeros past D), inv_s [rows] = 1 / s, sumq [rows] = sum of q. weight == nullptr: no normalization.
+/// planes (optional, needs q and kp % 256 == 0): also the tcb bit planes of q [rows, kp / 4] uint32 (tcb_planes).
 void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
-                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream);
+                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream,
+                uint32_t* planes = nullptr);
 
 /// The down projection's input in one kernel: act = glu(gu) as glu() below, then norm_quant(act, weight) (weight
 /// may be null: quantization only), with the same float operations as glu() followed by norm_quant(), so the same
 /// q / inv_s / sumq. act [rows, I] is scratch: written only when the shape does not fit the one-kernel path
 /// (I % 4 != 0, I > 8192, misaligned pointers), which then runs the two kernels.
+/// planes: as norm_quant.
 void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
-                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream);
+                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes = nullptr);
 
 /// Same as norm_quant but also writes y as bf16 (for the bf16 lm_head); y_bf16 [rows, D].
 void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,

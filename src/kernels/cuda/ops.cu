@@ -91,7 +91,7 @@ template <int VPT, int MODE>
 __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
     const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ row_map, const float* __restrict__ weight,
     int D, float eps, float* __restrict__ y, int8_t* __restrict__ q, int kp, float* __restrict__ inv_s,
-    int32_t* __restrict__ sumq) {
+    int32_t* __restrict__ sumq, uint32_t* __restrict__ xb) {
   __shared__ RowScratch<kVecThreads> sm;
   const int r = blockIdx.x, tid = threadIdx.x, n4 = D / 4;
   float4 wv[VPT];
@@ -114,7 +114,11 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
   for (int i = n4 + tid; i < kp / 4; i += kVecThreads) qr[i] = 0u;
   float is = 1.0f;
   int sum = 0;
-  row_quantize<kVecThreads>(v, n4, sm, [&](int i, uint32_t word) { qr[i] = word; }, is, sum);
+  uint32_t cw[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) cw[j] = 0u;
+  row_quantize<kVecThreads>(v, n4, sm, [&](int j, int i, uint32_t word) { qr[i] = word; cw[j] = word; }, is, sum);
+  if (xb) row_planes<kVecThreads, VPT>(cw, kp / 128, xb + static_cast<int64_t>(r) * (kp / 4));
   if (tid == 0) {
     inv_s[r] = is;
     sumq[r] = sum;
@@ -136,10 +140,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 template <int MODE>
 void launch_vec(int vpt, const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
-                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t st) {
+                float eps, float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, uint32_t* xb, cudaStream_t st) {
   auto go = [&](auto kern) {
     launch(kern, dim3(rows), dim3(kVecThreads), 0, st, "norm_quant (vector)", x, ldx, row_map, weight, D, eps, y, q,
-           kp, inv_s, sumq);
+           kp, inv_s, sumq, xb);
   };
   switch (vpt) {
     case 1: go(norm_quant_vec_kernel<1, MODE>); break;
@@ -251,33 +255,36 @@ int grid_for(int64_t total) {
 }  // namespace
 
 void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D, float eps,
-                float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream) {
+                float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes) {
   if (rows <= 0) return;
   if (q && kp < D) check(cudaErrorInvalidValue, "norm_quant (kp < D)");
+  if (planes && (!q || kp % 256)) check(cudaErrorInvalidValue, "norm_quant (bit planes need q and kp % 256 == 0)");
   const int vpt = vec_per_thread(D);
   if (vpt > 0 && D % 4 == 0 && ldx % 4 == 0 && kp % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(y) &&
       aligned16(q)) {
-    launch_vec<0>(vpt, x, ldx, row_map, weight, rows, D, eps, y, q, kp, inv_s, sumq, stream);
+    launch_vec<0>(vpt, x, ldx, row_map, weight, rows, D, eps, y, q, kp, inv_s, sumq, planes, stream);
     return;
   }
   launch(norm_quant_kernel, dim3(rows), dim3(kThreads), 0, stream, "norm_quant", x, ldx, row_map, weight, D, eps, y,
          static_cast<__nv_bfloat16*>(nullptr), q, kp, inv_s, sumq);
+  if (planes) tcb_planes(q, rows, kp, planes, stream);
 }
 
 void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
-                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream) {
+                    int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes) {
   if (rows <= 0) return;
   if (kp < I) check(cudaErrorInvalidValue, "glu_norm_quant (kp < I)");
+  if (planes && kp % 256) check(cudaErrorInvalidValue, "glu_norm_quant (bit planes need kp % 256 == 0)");
   const int vpt = vec_per_thread(I);
   if (vpt > 0 && I % 4 == 0 && kp % 4 == 0 && aligned16(gu) && aligned16(weight) && aligned16(q)) {
     if (relu2) launch_vec<1>(vpt, gu, 2 * static_cast<int64_t>(I), nullptr, weight, rows, I, eps, nullptr, q, kp,
-                             inv_s, sumq, stream);
+                             inv_s, sumq, planes, stream);
     else launch_vec<2>(vpt, gu, 2 * static_cast<int64_t>(I), nullptr, weight, rows, I, eps, nullptr, q, kp, inv_s,
-                       sumq, stream);
+                       sumq, planes, stream);
     return;
   }
   glu(gu, rows, I, relu2, act, stream);
-  norm_quant(act, I, nullptr, weight, rows, I, eps, nullptr, q, kp, inv_s, sumq, stream);
+  norm_quant(act, I, nullptr, weight, rows, I, eps, nullptr, q, kp, inv_s, sumq, stream, planes);
 }
 
 void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,

@@ -113,8 +113,8 @@ __device__ __forceinline__ void row_rms_norm(float4 (&v)[VPT], const float4 (&wv
   }
 }
 
-/// Per-token absmax int8 quantization as quantize_rows_absmax_i8: s = 127 / max(amax, 1e-5); store(i, word)
-/// receives the 4 codes of float4 i packed little-endian (called for i < n4 only). Every thread gets
+/// Per-token absmax int8 quantization as quantize_rows_absmax_i8: s = 127 / max(amax, 1e-5); store(j, i, word)
+/// receives the 4 codes of float4 i = threadIdx.x + j * NT packed little-endian (called for i < n4 only). Every thread gets
 /// inv_s = 1 / s and sumq = the sum of the codes; the last reduction's barrier orders the stores before it.
 template <int NT, int VPT, class Store>
 __device__ __forceinline__ void row_quantize(const float4 (&v)[VPT], int n4, RowScratch<NT>& sm, Store store,
@@ -133,13 +133,36 @@ __device__ __forceinline__ void row_quantize(const float4 (&v)[VPT], int n4, Row
       const int a = quant_one(v[j].x, s), b = quant_one(v[j].y, s), c = quant_one(v[j].z, s),
                 d = quant_one(v[j].w, s);
       sum += a + b + c + d;
-      store(i, (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
+      store(j, i, (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
                    ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24));
     }
   }
   sum = block_all_reduce<NT>(sum, AddOp{}, sm.i);
   inv_s = __fdiv_rn(1.0f, s);
   sumq = sum;
+}
+
+/// The tcb activation bit planes (ternary_tcb.h) of one quantized row: cw[j] holds the 4 codes of float4
+/// threadIdx.x + j * NT (0 past the row), so a warp holds the 128 consecutive k of block blk = (threadIdx.x +
+/// j * NT) / 32 and ballot (plane p, byte b) over its lanes is the word of lane p * 4 + b; xb [nblk / 2 chunks][32
+/// lanes][2 halves] (nblk = kp / 128 blocks of 128 k). Every thread of the block must call it (warp ballots).
+template <int NT, int VPT>
+__device__ __forceinline__ void row_planes(const uint32_t (&cw)[VPT], int nblk, uint32_t* __restrict__ xb) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int blk = (static_cast<int>(threadIdx.x) + j * NT) / 32;  // warp-uniform
+    if (blk >= nblk) continue;
+    uint32_t mine = 0;
+#pragma unroll
+    for (int p = 0; p < 8; ++p)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t word = __ballot_sync(0xffffffffu, (cw[j] >> (8 * b + p)) & 1u);
+        if (lane == p * 4 + b) mine = word;
+      }
+    xb[(blk / 2) * 64 + lane * 2 + blk % 2] = mine;
+  }
 }
 
 }  // namespace tritium::cuda

@@ -7,31 +7,10 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/ternary_epilogue.cuh"
 
 namespace tritium::cuda {
 namespace {
-
-struct Epi {
-  float* y;
-  int64_t ldy;
-  int add;
-  int e0, e1;
-  float s0, s1, s2;
-  int32_t* acc_out;  // integer mode (tests): acc_out[m * n + row]
-};
-
-__device__ __forceinline__ void store_result(const Epi& ep, int n, int m, int row, int32_t v, float inv_s) {
-  if (ep.acc_out) {
-    ep.acc_out[static_cast<int64_t>(m) * n + row] = v;
-    return;
-  }
-  const float sc = row < ep.e0 ? ep.s0 : (row < ep.e1 ? ep.s1 : ep.s2);
-  // Explicit rounding: no FMA contraction, so the result equals the CPU's (acc * inv_s) * scale (+ residual).
-  const float val = __fmul_rn(__fmul_rn(static_cast<float>(v), inv_s), sc);
-  float* p = ep.y + static_cast<int64_t>(m) * ep.ldy + row;
-  if (ep.add) *p = __fadd_rn(*p, val);
-  else *p = val;
-}
 
 constexpr uint32_t kMask = 0x03030303u;
 
@@ -544,27 +523,25 @@ void run_bitcos(const uint32_t* masks, const uint32_t* row_offsets, const uint32
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
                     const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream, int kernel,
                     int layout) {
-  Epi ep{e.y, e.ldy, e.add ? 1 : 0, e.seg_end[0], e.seg_end[1], e.seg_scale[0], e.seg_scale[1], e.seg_scale[2],
-         nullptr};
+  const Epi ep = make_epi(e);
   run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, layout);
 }
 
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
                         int32_t* acc, cudaStream_t stream, int kernel, int layout) {
-  Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
+  const Epi ep = make_epi_i32(acc);
   run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, layout);
 }
 
 void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
                          const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream) {
-  Epi ep{e.y, e.ldy, e.add ? 1 : 0, e.seg_end[0], e.seg_end[1], e.seg_scale[0], e.seg_scale[1], e.seg_scale[2],
-         nullptr};
+  const Epi ep = make_epi(e);
   run_bitcos(masks, row_offsets, signs, n, kp, xq, inv_s, M, ep, stream);
 }
 
 void ternary_bitcos_gemv_i32(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n,
                              int kp, const int8_t* xq, int M, int32_t* acc, cudaStream_t stream) {
-  Epi ep{nullptr, 0, 0, 0, 0, 1.f, 1.f, 1.f, acc};
+  const Epi ep = make_epi_i32(acc);
   run_bitcos(masks, row_offsets, signs, n, kp, xq, nullptr, M, ep, stream);
 }
 
