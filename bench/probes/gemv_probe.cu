@@ -1,14 +1,14 @@
-// GEMV probe (issue #4, session 4): what bounds the one-token ternary GEMV on 13824x2560 in the issue's method
-// (GPU time of 100 launches captured in a CUDA graph)? Standalone: nvcc -O3 -arch=sm_90a -std=c++17.
-// Measures, cold (weights rotated over >= 512 MB of copies) and hot, in one process:
-//   empty   - a kernel with the GEMV's grid that does nothing (the launch part of the fixed cost)
-//   read    - the GEMV's grid and load pattern, XOR of the bytes only (the memory floor of that pattern)
-//   base    - the shipped kernel's algorithm (tc2_gemv_kernel, M = 1, 8 or 32 lanes per row)
-//   stream  - a persistent grid (BPS blocks per SM) walking contiguous row ranges, next rows' pieces in
-//             registers while the current ones are multiplied
-//   tma     - one block per SM: its contiguous row slice copied by cp.async.bulk in one piece per pass,
-//             multiplied from shared memory as each piece lands
-// Every GEMV variant's int32 sums are checked against a host reference before it is timed.
+// GEMV probe (issue #4, session 4; bench/CUDA_NOTES.md version 11): what bounds the one-token ternary GEMV in the
+// issue's method (GPU time of 100 launches captured in a CUDA graph), and the binary-MMA GEMV on bit planes.
+// Standalone, not part of the build: nvcc -O3 -arch=sm_90a -std=c++20 -Isrc -o gemv_probe bench/probes/gemv_probe.cu
+// Usage: gemv_probe [reps] [name filter] [once]   ("once": one checked launch per variant, for ncu).
+// Measures, cold (weights rotated over >= 512 MB of copies) and hot, on the 2B4T shapes:
+//   empty / read - a kernel with the GEMV's grid that does nothing / only loads the weights (the floors)
+//   base / var   - the shipped tc2 dp4a GEMV's algorithm, and variants of where the activations come from
+//   tcb          - the bit-plane GEMV on the binary tensor cores (mma m16n8k256 b1), a minimal kernel
+//   product      - the library's tcb_matmul (src/kernels/cuda/ternary_tcb.cu, included below) on the same data
+// Every GEMV variant's int32 sums are checked against a host reference before it is timed. (The persistent-grid
+// and TMA variants of the first run were removed after it.)
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Session 4: the tcb layout (binary tensor-core MMA GEMV) — tests, memcheck, kernel table, end-to-end A/B.
+R=$(pwd); D=$R/.device/tcb; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
+say() { echo "$*" | tee -a $S; }
+T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
+(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
+export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
+[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
+TR=$D/bin/tritium; TT=$D/bin/tritium_tests
+nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+(timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
+timeout 200 $TT --gtest_filter='*Cuda*' > $OUT/tests.log 2>&1; say "cuda tests rc=$? $(el)"
+grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|persistent \]" $OUT/tests.log | head -20 | tee -a $S
+wait; tail -1 $OUT/synth.log | tee -a $S
+timeout 150 $TR cuda-bench --kernels --kernel-batches 1,4,16,512 > $OUT/kernels.md 2>&1; say "kernels rc=$? $(el)"
+grep -E "copy bandwidth|^\| (o|qkv|gate_up|down|lm_head) .*\| (1|16|512) \| (GEMV dp4a, (8|16|32)|GEMV int8 MMA, 16 rows x 8|GEMM|tcb)" $OUT/kernels.md | head -90 | tee -a $S
+for L in tcb tc2; do
+  TRITIUM_CUDA_LAYOUT=$L timeout 60 $TR cuda-bench -m /tmp/syn2b --batch 1,16 --prompt 32 --gen 64 -r 3 > $OUT/e2e_$L.md 2>&1; say "e2e $L rc=$? $(el)"
+  grep -E "model |weights read|^\| [0-9]|rror" $OUT/e2e_$L.md | tee -a $S
+done
+for L in tcb tc2; do
+  TRITIUM_CUDA_LAYOUT=$L timeout 45 $TR cuda-bench -m /tmp/syn2b --batch 1 --prompt 1024 --gen 32 -r 2 > $OUT/e2e1k_$L.md 2>&1; say "e2e ctx1k $L rc=$? $(el)"
+  grep -E "^\| [0-9]|rror" $OUT/e2e1k_$L.md | tee -a $S
+done
+timeout 45 $TR cuda-bench -m /tmp/syn2b --lm-head int8 --batch 1 --prompt 32 --gen 64 -r 3 > $OUT/e2e_i8.md 2>&1; say "e2e int8 head (tcb) rc=$? $(el)"
+grep -E "weights read|^\| [0-9]|rror" $OUT/e2e_i8.md | tee -a $S
+timeout 150 compute-sanitizer --tool memcheck $TT --gtest_filter="CudaKernels.Tcb*:CudaPersistentDecode.TinyBitnetLayouts*" > $OUT/memcheck.log 2>&1; say "memcheck rc=$? $(el)"
+grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/memcheck.log | head -5 | tee -a $S
