@@ -159,9 +159,10 @@ class CudaBackend final : public ForwardBackend {
   __nv_bfloat16* selb_ = nullptr;
   int8_t* xq_ = nullptr;
   uint32_t* xb_ = nullptr;  // tcb activation bit planes [M, max_kp_ / 4]
-  // tcb: chunks of more than tcb_max_tokens_ rows (prefill) rewrite the projection as tc2 here and run the int8
-  // MMA kernels (TRITIUM_CUDA_TCB_MAX_TOKENS, 1..16, default 16).
-  int tcb_max_tokens_ = 16;
+  // tcb: chunks of more than tcb_max_tokens_ rows rewrite the projection as tc2 here and run the int8 MMA kernels
+  // (TRITIUM_CUDA_TCB_MAX_TOKENS, 1..16). Default 1: at 2-16 tokens the rewrite + int8 MMA GEMV measured faster
+  // than the tcb kernel (3,730 vs 2,666 tok/s at batch 16, bench/CUDA_NOTES.md version 11).
+  int tcb_max_tokens_ = 1;
   uint32_t* tc2_scratch_ = nullptr;
   size_t tc2_scratch_words_ = 0;
   bool tcb_ = false;        // ternary weights in the tcb layout (else tc2)

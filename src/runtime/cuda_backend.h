@@ -43,8 +43,9 @@ struct CudaOptions {
   /// TRITIUM_CUDA_PERSISTENT=1 / =0 overrides this. The backend's name() says "persistent decode" when it is used.
   bool persistent_decode = false;
   /// GPU layout of ternary weights: "tc2" (2-bit codes for the dp4a / int8 MMA kernels, ternary_tc2.h) or "tcb"
-  /// (bit planes for the binary tensor-core MMA GEMV, kernels/cuda/ternary_tcb.h; sm_80+; chunks of more than 16
-  /// tokens run the tc2 kernels on a rewritten copy; the persistent decode kernel needs tc2). Both hold 2 bits per
+  /// (bit planes for the binary tensor-core MMA GEMV, kernels/cuda/ternary_tcb.h; sm_80+; one-token rows use it,
+  /// chunks of more tokens run the tc2 kernels on a rewritten copy, TRITIUM_CUDA_TCB_MAX_TOKENS=2..16 moves that
+  /// limit; the persistent decode kernel needs tc2). Both hold 2 bits per
   /// weight and give the same results bit for bit. "auto" = tc2: tcb's one-token GEMV is faster on the 13824-row
   /// projection, but the whole decode step measured slower on the H200 (bench/CUDA_NOTES.md, version 11). The
   /// environment variable TRITIUM_CUDA_LAYOUT overrides this.
