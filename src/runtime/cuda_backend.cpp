@@ -113,6 +113,11 @@ class CudaBackend final : public ForwardBackend {
   /// out[rows, n] (+)= lin(x) for a ternary lin whose input is already quantized in xq_ / sumq_ / inv_s_ (and,
   /// tcb layout, its bit planes in xb_).
   void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add);
+  /// Where norm_quant writes the activation bit planes for lin at `rows` rows: xb_ when the tcb kernel will read
+  /// them, else nullptr (tc2 weights, or more rows than tcb_max_tokens_).
+  uint32_t* tcb_planes_for(const DevLinear& lin, int rows) const {
+    return lin.wt && rows <= tcb_max_tokens_ ? xb_ : nullptr;
+  }
 
   ModelConfig c_;
   CudaOptions opts_;
@@ -539,7 +544,7 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
   const float eps = c_.rms_norm_eps;
   if (lin.kind == DevLinear::kTernary) {
     cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, xq_, lin.kp, inv_s_, sumq_, stream_,
-                     lin.wt ? xb_ : nullptr);
+                     tcb_planes_for(lin, rows));
     ternary_quantized(lin, rows, out, ldout, add);
     return;
   }
@@ -584,7 +589,7 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
   ep.add = add;
   if (lin.wt && rows <= tcb_max_tokens_) {
     cuda::tcb_matmul(lin.wt, lin.negc, lin.n, lin.kp, xb_, inv_s_, rows, ep, stream_);
-  } else if (lin.wt) {  // prefill: the tc2 GEMM over a rewritten copy (~2 x 2 bits per weight of traffic)
+  } else if (lin.wt) {  // more tokens: the tc2 kernels over a rewritten copy (~2 x 2 bits per weight of traffic)
     const int np2 = (lin.n + 63) / 64 * 64;
     cuda::tcb_to_tc2(lin.wt, lin.n, lin.kp, tc2_scratch_, np2, stream_);
     cuda::ternary_matmul(tc2_scratch_, lin.n, np2, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
@@ -640,7 +645,7 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     if (!tp_ && L.down.kind == DevLinear::kTernary && L.down.k == I) {
       // GLU + ffn_sub_norm + quantization of the down projection's input in one kernel.
       cuda::glu_norm_quant(gu_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_, xq_,
-                           L.down.kp, inv_s_, sumq_, stream_, L.down.wt ? xb_ : nullptr);
+                           L.down.kp, inv_s_, sumq_, stream_, tcb_planes_for(L.down, M));
       ternary_quantized(L.down, M, x_, Hd, true);
       continue;
     }
