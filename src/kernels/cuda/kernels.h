@@ -3,7 +3,8 @@
 // Only code built with TRITIUM_HAVE_CUDA includes this header. Every wrapper checks its launch and throws
 // tritium::Error (through cuda_fail) on a CUDA error; none synchronizes.
 //
-// Ternary weights on the GPU use the "tc2" layout (2 bits/weight, see pack_tc2 in ternary_tc2.h): codes
+// Ternary weights on the GPU use the "tc2" layout (2 bits/weight, see pack_tc2 in ternary_tc2.h; the opt-in "tcb"
+// bit-plane layout and its binary-MMA kernel are described in ternary_tcb.h and at tcb_matmul below): codes
 // c = w + 1 in {0, 1, 2}. The kernels multiply the codes with int8 activations (dp4a or int8 tensor-core MMA,
 // int32 accumulation) and subtract the row sum of the activations: sum_k w_k x_k = sum_k c_k x_k - sum_k x_k.
 // Integer results are exact, so they equal the CPU ternary kernels bit for bit; the dequantization epilogue
