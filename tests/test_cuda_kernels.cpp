@@ -192,6 +192,21 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f
   return v;
 }
 
+// The projection of the bit-exactness tests: n = 328 rows in three weight segments (288 rows x 0.37, 20 x 1.9,
+// 20 x 0.05), as a CPU TernaryLinear and as the matching GPU epilogue writing y [M, n].
+constexpr int kProjRows = 3 * 96 + 40;
+TernaryLinear segmented_linear(const std::vector<int8_t>& w, int k) {
+  return TernaryLinear(pack_ternary(TernaryFormat::kI2, w.data(), kProjRows, k),
+                       {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+}
+cuda::TernaryEpilogue segmented_epilogue(float* y) {
+  cuda::TernaryEpilogue ep;
+  ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = kProjRows;
+  ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
+  ep.y = y, ep.ldy = kProjRows;
+  return ep;
+}
+
 }  // namespace
 
 // Integer GEMVs (dp4a with 8, 16 and 32 lanes per row; int8 MMA with 4 and 8 warps per 16 rows), the GEMM (int8
@@ -298,9 +313,9 @@ TEST(CudaKernels, TcbProjectionAndPlanesBitExactVsCpu) {
   if (!cuda::tcb_supported()) GTEST_SKIP() << "device below sm_80: no binary MMA";
   std::mt19937 rng(29);
   for (int k : {320, 2560, 6912, 301}) {
-    const int n = 3 * 96 + 40;
+    const int n = kProjRows;
     const auto w = random_ternary(rng, n, k);
-    TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+    const TernaryLinear lin = segmented_linear(w, k);
     const auto s = cuda::TcbShape::of(n, k);
     const auto t = cuda::pack_tcb(w.data(), n, k);
     DevBuf<uint32_t> dw(t.words);
@@ -320,10 +335,7 @@ TEST(CudaKernels, TcbProjectionAndPlanesBitExactVsCpu) {
       for (int m = 0; m < M; ++m)
         for (int c = 0; c < k; ++c) qk[m * k + c] = qh[m * s.kp + c];
       ASSERT_EQ(xb.down(), cuda::pack_tcb_activations(qk.data(), M, k)) << "k=" << k << " M=" << M;
-      cuda::TernaryEpilogue ep;
-      ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
-      ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
-      ep.y = dy.p, ep.ldy = n;
+      cuda::TernaryEpilogue ep = segmented_epilogue(dy.p);
       cuda::tcb_matmul(dw.p, dneg.p, n, static_cast<int>(s.kp), xb.p, inv.p, M, ep, nullptr);
       EXPECT_EQ(dy.down(), ref) << "k=" << k << " M=" << M;
       ep.y = dadd.p, ep.add = true;
@@ -349,9 +361,9 @@ TEST(CudaKernels, TcbProjectionAndPlanesBitExactVsCpu) {
 TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
-  const int n = 3 * 96 + 40, k = 320;
+  const int n = kProjRows, k = 320;
   const auto w = random_ternary(rng, n, k);
-  TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+  const TernaryLinear lin = segmented_linear(w, k);
   const auto s = cuda::Tc2Shape::of(n, k);
   DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), n, k));
   for (int M : {1, 4, 16, 33}) {
@@ -363,10 +375,7 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
     DevBuf<int32_t> sq(M);
     cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
                      nullptr);
-    cuda::TernaryEpilogue ep;
-    ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
-    ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
-    ep.y = dy.p, ep.ldy = n;
+    cuda::TernaryEpilogue ep = segmented_epilogue(dy.p);
     cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep, nullptr);
     EXPECT_EQ(dy.down(), ref) << "M=" << M;
     ep.y = dadd.p, ep.add = true;

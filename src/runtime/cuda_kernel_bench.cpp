@@ -194,26 +194,30 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       };
       const double blas_cold = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(bcopies, i); });
       const double blas_hot = time_graph(st, o.launches, o.reps, [&](int i) { blas_run(1, i); });
+      // One table row: run(cold, i) launches the kernel on copy i (cold: copies rotated, else copy 0); bytes are
+      // the weights plus the activations and outputs it moves.
+      auto add_row = [&](const std::string& kname, double bytes, const std::function<void(bool, int)>& run) {
+        const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(true, i); });
+        const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(false, i); });
+        const double gbs = bytes / (cold * 1e-6) / 1e9;
+        out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
+                           sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
+                           blas_cold / cold, blas_hot / hot);
+      };
       std::vector<std::pair<int, int>> variants;  // (kernel, layout: lanes per row or MMA GEMV warps)
       if (M <= 16) variants = {{1, 8}, {1, 16}, {1, 32}, {4, 4}, {4, 8}, {2, 0}};
       else variants = {{2, 0}};
       for (auto [kernel, lpr] : variants) {
-        auto run = [&](int copies, int i) {
-          const uint32_t* wp = reinterpret_cast<const uint32_t*>(tw.as<uint8_t>() + static_cast<size_t>(i % copies) * tbytes);
-          cuda::ternary_matmul(wp, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dxq.as<int8_t>(),
-                               dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, kernel, lpr);
-        };
-        const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(tcopies, i); });
-        const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
-        const double bytes = static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
-        const double gbs = bytes / (cold * 1e-6) / 1e9;
         const std::string kname =
             kernel == 1   ? fmt::format("GEMV dp4a, {} lanes/row{}", lpr, lpr == 32 ? ", 256-thread blocks" : "")
             : kernel == 4 ? fmt::format("GEMV int8 MMA, 16 rows x {} warps", lpr)
                           : "GEMM int8 MMA";
-        out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
-                           sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
-                           blas_cold / cold, blas_hot / hot);
+        add_row(kname, static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n), [&](bool cold, int i) {
+          const uint32_t* wp =
+              reinterpret_cast<const uint32_t*>(tw.as<uint8_t>() + static_cast<size_t>(cold ? i % tcopies : 0) * tbytes);
+          cuda::ternary_matmul(wp, sh.n, static_cast<int>(s.np), static_cast<int>(s.kp), dxq.as<int8_t>(),
+                               dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, kernel, lpr);
+        });
       }
       // tcb rows at one token and for prefill (the rewrite to tc2 + the int8 GEMM); its 2-16-token path is left out
       // of this table until its last fix has run on a GPU (bench/CUDA_NOTES.md, version 11 (e)).
@@ -231,45 +235,30 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         check(cudaMemset(dxq_t.p, 0, static_cast<size_t>(M) * ts.kp), "memset");
         check(cudaMemcpy2D(dxq_t.p, ts.kp, dxq.p, s.kp, sh.k, M, cudaMemcpyDeviceToDevice), "D2D");
         for (int ks : splits) {
-          auto run = [&](int copies, int i) {
-            const uint32_t* wp =
-                reinterpret_cast<const uint32_t*>(tcbw_d.as<uint8_t>() + static_cast<size_t>(i % copies) * bbytes_tcb);
-            if (ks >= 0) {
-              cuda::tcb_matmul(wp, tcbneg_d.as<int32_t>(), sh.n, static_cast<int>(ts.kp), dpl.as<uint32_t>(),
-                               dinv.as<float>(), M, ep, st, ks);
-            } else {  // the backend's prefill path: rewrite as tc2, then the int8 MMA GEMM
-              cuda::tcb_to_tc2(wp, sh.n, static_cast<int>(ts.kp), scratch.as<uint32_t>(), np2, st);
-              cuda::ternary_matmul(scratch.as<uint32_t>(), sh.n, np2, static_cast<int>(ts.kp), dxq_t.as<int8_t>(),
-                                   dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, 2);
-            }
-          };
-          const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(tcb_copies, i); });
-          const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(1, i); });
-          const double bytes = static_cast<double>(bbytes_tcb) + static_cast<double>(M) * (ts.kp + 4.0 * sh.n);
-          const double gbs = bytes / (cold * 1e-6) / 1e9;
           const std::string kname = ks < 0    ? std::string("tcb: rewrite as tc2 + GEMM int8 MMA")
                                     : ks == 0 ? std::string("tcb binary MMA, auto")
                                               : fmt::format("tcb binary MMA, ksplit {}", ks);
-          out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
-                             sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
-                             blas_cold / cold, blas_hot / hot);
+          add_row(kname, static_cast<double>(bbytes_tcb) + static_cast<double>(M) * (ts.kp + 4.0 * sh.n),
+                  [&](bool cold, int i) {
+                    const uint32_t* wp = reinterpret_cast<const uint32_t*>(
+                        tcbw_d.as<uint8_t>() + static_cast<size_t>(cold ? i % tcb_copies : 0) * bbytes_tcb);
+                    if (ks >= 0) {
+                      cuda::tcb_matmul(wp, tcbneg_d.as<int32_t>(), sh.n, static_cast<int>(ts.kp),
+                                       dpl.as<uint32_t>(), dinv.as<float>(), M, ep, st, ks);
+                    } else {  // the backend's path for many tokens: rewrite as tc2, then the int8 MMA GEMM
+                      cuda::tcb_to_tc2(wp, sh.n, static_cast<int>(ts.kp), scratch.as<uint32_t>(), np2, st);
+                      cuda::ternary_matmul(scratch.as<uint32_t>(), sh.n, np2, static_cast<int>(ts.kp),
+                                           dxq_t.as<int8_t>(), dsum.as<int32_t>(), dinv.as<float>(), M, ep, st, 2);
+                    }
+                  });
         }
       }
       for (const BitcosDev* bc : {bc36.get(), M == 1 ? bc90.get() : nullptr}) {
         if (!bc || M > 8) continue;
-        auto run = [&](bool cold_l2, int i) {
-          bc->gemv(cold_l2 ? i : 0, dxq.as<int8_t>(), dinv.as<float>(), M, ep, st);
-        };
-        const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(true, i); });
-        const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(false, i); });
-        const double bytes = static_cast<double>(bc->b.bytes()) + static_cast<double>(M) * (s.kp + 4.0 * sh.n);
-        const double gbs = bytes / (cold * 1e-6) / 1e9;
         const double z = 1.0 - static_cast<double>(bc->b.nonzeros) / (static_cast<double>(sh.n) * sh.k);
-        out += fmt::format(
-            "| {} | {} | GEMV BITCOS dp4a, z {:.2f} ({:.3f} bits/weight) | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | "
-            "{:.2f} | {:.2f}x ({:.2f}x) |\n",
-            sh.name, M, z, bc->b.bits_per_weight(), cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
-            blas_cold / cold, blas_hot / hot);
+        add_row(fmt::format("GEMV BITCOS dp4a, z {:.2f} ({:.3f} bits/weight)", z, bc->b.bits_per_weight()),
+                static_cast<double>(bc->b.bytes()) + static_cast<double>(M) * (s.kp + 4.0 * sh.n),
+                [&](bool cold, int i) { bc->gemv(cold ? i : 0, dxq.as<int8_t>(), dinv.as<float>(), M, ep, st); });
       }
     }
   }
