@@ -276,6 +276,14 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
                          inv.as<float>(), sq.as<int32_t>(), st);
       });
       out += fmt::format("| RMSNorm + int8 quantization | {} x {} | {:.2f} |\n", M, D, us);
+      if (M <= 16 && cuda::tcb_supported()) {  // the same kernel also writing the tcb activation bit planes
+        Dev planes(static_cast<size_t>(M) * (kp / 4) * 4);
+        const double up = time_graph(st, o.launches, o.reps, [&](int) {
+          cuda::norm_quant(x.as<float>(), D, nullptr, wgt.as<float>(), M, D, 1e-5f, nullptr, q.as<int8_t>(), kp,
+                           inv.as<float>(), sq.as<int32_t>(), st, planes.as<uint32_t>());
+        });
+        out += fmt::format("| RMSNorm + int8 quantization + tcb bit planes | {} x {} | {:.2f} |\n", M, D, up);
+      }
       if (D != 6912) continue;
       const double g2 = time_graph(st, o.launches, o.reps, [&](int) {
         cuda::glu(x.as<float>(), M, D, true, act.as<float>(), st);

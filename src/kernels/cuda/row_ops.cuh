@@ -142,27 +142,51 @@ __device__ __forceinline__ void row_quantize(const float4 (&v)[VPT], int n4, Row
   sumq = sum;
 }
 
-/// The tcb activation bit planes (ternary_tcb.h) of one quantized row: cw[j] holds the 4 codes of float4
-/// threadIdx.x + j * NT (0 past the row), so a warp holds the 128 consecutive k of block blk = (threadIdx.x +
-/// j * NT) / 32 and ballot (plane p, byte b) over its lanes is the word of lane p * 4 + b; xb [nblk / 2 chunks][32
-/// lanes][2 halves] (nblk = kp / 128 blocks of 128 k). Every thread of the block must call it (warp ballots).
+/// The tcb activation bit planes (ternary_tcb.h) of 128-value blocks held by a warp: lane L's word cw[j] holds
+/// the 4 codes of k = 128 blk_j + 4 L .. + 3, blk_j = blk0 + j * stride (warp-uniform); the plane word of lane
+/// p * 4 + b (plane p, byte b) has bit L = bit p of byte b of lane L's word, i.e. a 32 x 32 bit transpose across
+/// the warp: five shuffle stages (each swaps the off-diagonal blocks of one size: a shuffle, a rotate and a bit
+/// select), then one shuffle from lane 8 b + p. Stored for blk_j < nblk into xb [nblk / 2 chunks][32 lanes][2
+/// halves]. The V words go through each stage together, so their shuffle latencies overlap (a branch per word
+/// inside the stages measured slower than one word after the other). Every lane of the warp must call it. (The first version took one ballot per (plane, byte): 32 ballots and selects per word, which
+/// cost +1.1 us on a 2560-wide row and +2.9 us on a 6912-wide one, bench/CUDA_NOTES.md version 12.)
+template <int V>
+__device__ __forceinline__ void warp_planes(const uint32_t (&cw)[V], int blk0, int stride, int nblk,
+                                            uint32_t* __restrict__ xb) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  uint32_t x[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) x[j] = cw[j];
+#pragma unroll
+  for (int s = 16; s >= 1; s /= 2) {
+    // Stage s swaps bit k of lane L with bit k ^ s of lane L ^ s wherever bit s of L differs from bit s of k.
+    const uint32_t m = s == 16 ? 0x0000ffffu : s == 8 ? 0x00ff00ffu : s == 4 ? 0x0f0f0f0fu : s == 2 ? 0x33333333u
+                                                                                                 : 0x55555555u;
+    const bool hi = (lane & s) != 0;
+    const uint32_t keep = hi ? ~m : m;
+    const int rot = hi ? 32 - s : s;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {  // no branch here (words past the row are 0): the shuffles stay in lockstep
+      const uint32_t y = __shfl_xor_sync(0xffffffffu, x[j], s);
+      x[j] = (x[j] & keep) | (__funnelshift_l(y, y, rot) & ~keep);  // rotate: the masked bits need no wrap
+    }
+  }
+  // Lane k now holds bit k of every lane's word (bit L from lane L); lane p * 4 + b takes k = 8 b + p.
+  const int src = 8 * (lane % 4) + lane / 4;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int blk = blk0 + j * stride;
+    if (blk >= nblk) continue;
+    xb[(blk / 2) * 64 + lane * 2 + blk % 2] = __shfl_sync(0xffffffffu, x[j], src);
+  }
+}
+
+/// The tcb activation bit planes of one quantized row held by an NT-thread block as row_quantize leaves it:
+/// cw[j] holds the 4 codes of float4 threadIdx.x + j * NT (0 past the row), so warp w holds the 128 consecutive k
+/// of block w + j * NT / 32. xb [nblk / 2][32][2] (nblk = kp / 128). Every thread of the block must call it.
 template <int NT, int VPT>
 __device__ __forceinline__ void row_planes(const uint32_t (&cw)[VPT], int nblk, uint32_t* __restrict__ xb) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int blk = (static_cast<int>(threadIdx.x) + j * NT) / 32;  // warp-uniform
-    if (blk >= nblk) continue;
-    uint32_t mine = 0;
-#pragma unroll
-    for (int p = 0; p < 8; ++p)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const uint32_t word = __ballot_sync(0xffffffffu, (cw[j] >> (8 * b + p)) & 1u);
-        if (lane == p * 4 + b) mine = word;
-      }
-    xb[(blk / 2) * 64 + lane * 2 + blk % 2] = mine;
-  }
+  warp_planes<VPT>(cw, static_cast<int>(threadIdx.x) / 32, NT / 32, nblk, xb);
 }
 
 }  // namespace tritium::cuda

@@ -7,23 +7,12 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_ops.cuh"
+#include "kernels/cuda/tcb_mma.cuh"
 #include "kernels/cuda/ternary_epilogue.cuh"
 
 namespace tritium::cuda {
 namespace {
-
-// D (16 x 8, s32) += popc(A (16 x 256 bits, row) AND B (256 x 8 bits, col)) per output.
-__device__ __forceinline__ void bmma_and(int (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-#else
-  __trap();  // the host wrapper refuses devices below sm_80
-#endif
-}
 
 // Loads through the non-coherent path as volatile asm: kept in program order with the other volatile asm, so
 // every weight and activation load of a pass is issued before the first MMA.
@@ -141,19 +130,9 @@ __global__ void __launch_bounds__(128, 1) tcb_kernel(const uint4* __restrict__ w
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[m][e] += acc2[kTwo ? m : 0][e];
   }
-  // Columns 2t and 2t + 1 are bit planes j = 2t, 2t + 1 of weight 2^j (-2^7 for j = 7).
-  const int w0 = 1 << (2 * t), w1 = t == 3 ? -128 : 1 << (2 * t + 1);
   int lo[TM], hi[TM];
 #pragma unroll
-  for (int m = 0; m < TM; ++m) {
-    lo[m] = w0 * acc[m][0] + w1 * acc[m][1];
-    hi[m] = w0 * acc[m][2] + w1 * acc[m][3];
-#pragma unroll
-    for (int off = 1; off < 4; off *= 2) {
-      lo[m] += __shfl_xor_sync(0xffffffffu, lo[m], off);
-      hi[m] += __shfl_xor_sync(0xffffffffu, hi[m], off);
-    }
-  }
+  for (int m = 0; m < TM; ++m) tcb_rows(acc[m], lo[m], hi[m]);
   if (ksplit > 1) {
     if (t == 0) {
 #pragma unroll
@@ -185,23 +164,16 @@ __global__ void __launch_bounds__(128, 1) tcb_kernel(const uint4* __restrict__ w
 }
 
 // Bit planes of int8 rows q [rows, kp] (kp = 256 * kc): one warp per 128 consecutive k of a row; lane l holds
-// the 4 codes of k = 128 blk + 4 l .. + 3, and ballot (j, b) over the lanes is the word of plane j, t = b.
+// the 4 codes of k = 128 blk + 4 l .. + 3 (warp_planes in row_ops.cuh transposes them).
 __global__ void tcb_planes_kernel(const int8_t* __restrict__ q, int kc, uint32_t* __restrict__ xb) {
   pdl_trigger();
   pdl_wait();
-  const int r = blockIdx.y, lane = threadIdx.x % 32;
+  const int r = blockIdx.y;
   const int blk = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (blk >= 2 * kc) return;
-  const uint32_t codes = reinterpret_cast<const uint32_t*>(q + static_cast<int64_t>(r) * kc * 256)[blk * 32 + lane];
-  uint32_t mine = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const uint32_t word = __ballot_sync(0xffffffffu, (codes >> (8 * b + j)) & 1u);
-      if (lane == j * 4 + b) mine = word;
-    }
-  xb[static_cast<int64_t>(r) * kc * 64 + (blk / 2) * 64 + lane * 2 + blk % 2] = mine;  // [chunk][lane][h]
+  if (blk >= 2 * kc) return;  // warp-uniform
+  const uint32_t codes[1] = {
+      reinterpret_cast<const uint32_t*>(q + static_cast<int64_t>(r) * kc * 256)[blk * 32 + threadIdx.x % 32]};
+  warp_planes<1>(codes, blk, 0, 2 * kc, xb + static_cast<int64_t>(r) * kc * 64);
 }
 
 // tcb -> tc2 (ternary_tc2.h) for the prefill GEMM: one thread per tc2 word (row r, k = 16 j .. 16 j + 15); byte b,
