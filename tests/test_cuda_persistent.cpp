@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/error.h"
 #include "model/loader.h"
 #include "model/synth.h"
 #include "runtime/block_allocator.h"
@@ -38,21 +39,22 @@ Path make_path(const std::string& dir, const CudaOptions& o, int max_tokens) {
 }
 
 /// Prefills `prompt_len` tokens on both paths, then decodes `steps` greedy tokens (path a's argmax fed to both)
-/// and compares the logits of every step. Default: a = the persistent kernel, b = the layered kernels (both tc2);
-/// with layouts: the layered kernels over the two weight layouts.
+/// and compares the logits of every step. Default: a = the persistent kernel over weights in persistent_layout,
+/// b = the layered kernels (tc2); with la_layout / lb_layout: the layered kernels over the two weight layouts.
 void compare(const std::string& dir, int prompt_len, int steps, const char* la_layout = nullptr,
-             const char* lb_layout = nullptr) {
+             const char* lb_layout = nullptr, const char* persistent_layout = "tc2") {
   unsetenv("TRITIUM_CUDA_PERSISTENT");
   unsetenv("TRITIUM_CUDA_LAYOUT");
   CudaOptions oa, ob;
   oa.persistent_decode = la_layout == nullptr;
-  if (la_layout) oa.ternary_layout = la_layout;
+  oa.ternary_layout = la_layout ? la_layout : persistent_layout;
   if (lb_layout) ob.ternary_layout = lb_layout;
   Path a = make_path(dir, oa, prompt_len + steps);
   Path b = make_path(dir, ob, prompt_len + steps);
   if (!la_layout) {
     ASSERT_NE(a.model->backend()->name().find("persistent decode"), std::string::npos)
         << "the persistent kernel was not planned for this model: " << a.model->backend()->name();
+    ASSERT_NE(a.model->backend()->name().find(persistent_layout), std::string::npos) << a.model->backend()->name();
   } else {
     ASSERT_NE(a.model->backend()->name().find(la_layout), std::string::npos) << a.model->backend()->name();
     ASSERT_NE(b.model->backend()->name().find(lb_layout), std::string::npos) << b.model->backend()->name();
@@ -110,6 +112,14 @@ TEST(CudaPersistentDecode, TinyBitnetSplitAttentionMatchesLayered) {
   compare(test::bundled_model(), 300, 12);  // contexts past 256: split-K attention items
 }
 
+// The persistent kernel over tcb weights (binary tensor-core GEMV, bit planes built in its prologues) against the
+// layered tc2 kernels: exact integer sums on both sides, so the same logits.
+TEST(CudaPersistentDecode, TinyBitnetTcbMatchesLayeredTc2) {
+  REQUIRE_CUDA();
+  compare(test::bundled_model(), 37, 48, nullptr, nullptr, "tcb");
+  compare(test::bundled_model(), 300, 8, nullptr, nullptr, "tcb");
+}
+
 // The two GPU weight layouts (tc2: dp4a / int8 MMA kernels; tcb: binary MMA) through the layered forward: the
 // same exact integer sums, so the same logits, in prefill and decode.
 TEST(CudaPersistentDecode, TinyBitnetLayoutsTc2AndTcbAgree) {
@@ -128,5 +138,33 @@ TEST(CudaPersistentDecode, Bitnet2b4tWidthsMatchLayered) {
   compare(dir.string(), 29, 16);
   compare(dir.string(), 280, 6);
   compare(dir.string(), 29, 8, "tc2", "tcb");  // the tcb kernels at 2B4T widths (K split over 3 warps on down)
+  // The persistent kernel over tcb weights: 7 tiles per block on gate_up (one warp each), 2 on the others (4 warps
+  // each, K split), 20 attention heads.
+  compare(dir.string(), 29, 12, nullptr, nullptr, "tcb");
   std::filesystem::remove_all(dir);
+}
+
+// CudaOptions::ternary_layout "auto": tcb for one sequence at a time (generate / chat), tc2 otherwise; an explicit
+// layout or TRITIUM_CUDA_LAYOUT wins.
+TEST(CudaLayout, AutoPicksTcbForOneSequence) {
+  REQUIRE_CUDA();
+  unsetenv("TRITIUM_CUDA_LAYOUT");
+  unsetenv("TRITIUM_CUDA_PERSISTENT");
+  auto name = [](const CudaOptions& o) {
+    auto m = load_transformer(test::bundled_model());
+    m->set_backend(make_cuda_backend(*m, o));
+    return m->backend()->name();
+  };
+  CudaOptions o;
+  EXPECT_NE(name(o).find(" tc2"), std::string::npos);
+  o.single_sequence = true;
+  EXPECT_NE(name(o).find(" tcb"), std::string::npos);  // the device has sm_80+ (the tcb tests above need it too)
+  o.ternary_layout = "tc2";
+  EXPECT_NE(name(o).find(" tc2"), std::string::npos);
+  setenv("TRITIUM_CUDA_LAYOUT", "tc2", 1);
+  o.ternary_layout = "auto";
+  EXPECT_NE(name(o).find(" tc2"), std::string::npos);
+  setenv("TRITIUM_CUDA_LAYOUT", "bogus", 1);
+  EXPECT_THROW(name(o), Error);
+  unsetenv("TRITIUM_CUDA_LAYOUT");
 }

@@ -23,7 +23,9 @@ struct ChatArgs {
 };
 
 int run(const ChatArgs& a) {
-  LoadedModel lm = load_model(a.model);
+  ModelOptions mo = a.model;
+  mo.single_sequence = true;  // one sequence: the CUDA backend's "auto" layout picks the batch-1 kernels
+  LoadedModel lm = load_model(mo);
   const ChatTemplateFiles files = load_chat_template(lm.dir);
   const ChatTemplate tmpl = ChatTemplate::from_string(files.source);
   Generator gen(*lm.model, *lm.tokenizer);

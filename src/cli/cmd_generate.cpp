@@ -21,7 +21,9 @@ struct GenerateArgs {
 };
 
 int run(const GenerateArgs& a) {
-  LoadedModel lm = load_model(a.model);
+  ModelOptions mo = a.model;
+  mo.single_sequence = true;  // one sequence: the CUDA backend's "auto" layout picks the batch-1 kernels
+  LoadedModel lm = load_model(mo);
   Generator gen(*lm.model, *lm.tokenizer);
   GenerateOptions go;
   go.max_new_tokens = a.n;

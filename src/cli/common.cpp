@@ -115,6 +115,7 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
     if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
     else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
     if (const char* g = std::getenv("TRITIUM_CUDA_GRAPHS"); g && std::string(g) == "0") co.graphs = false;
+    co.single_sequence = o.single_sequence;
     if (o.tensor_parallel > 1) lm.model = start_tensor_parallel(*lm.model, o.tensor_parallel, co);
     else lm.model->set_backend(make_cuda_backend(*lm.model, co));
   } else if (o.device != "cpu") {

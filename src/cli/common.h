@@ -23,6 +23,7 @@ struct ModelOptions {
   std::string lm_head;             ///< --lm-head: f32, int8, q4 ("" = as stored)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
   int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
+  bool single_sequence = false;  ///< set by generate / chat: one sequence at a time (CudaOptions::single_sequence)
 };
 
 /// LoadOptions from the command line (--weights auto -> auto_ternary_format(); an explicit format also repacks

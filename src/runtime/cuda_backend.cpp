@@ -279,9 +279,10 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
     TRITIUM_CHECK(layout == "auto" || layout == "tcb" || layout == "tc2",
                   "CUDA backend: ternary layout '{}' (expected auto, tcb or tc2)", layout);
     if (layout == "tcb") TRITIUM_CHECK(cuda::tcb_supported(), "CUDA backend: the tcb layout needs sm_80 or newer");
-    // auto = tc2: on the H200 the tcb GEMV is faster on the 13824-row projection in isolation, but the decode step
-    // measured slower end to end (bench/CUDA_NOTES.md, version 11), so tcb is opt-in.
-    tcb_ = layout == "tcb";
+    // auto: tcb when the engine decodes one sequence at a time (its one-token step measured 11% faster on the H200),
+    // tc2 otherwise (tcb runs 2-16-token rows on a rewritten tc2 copy: 19% slower at batch 16; bench/CUDA_NOTES.md
+    // version 12).
+    tcb_ = layout == "tcb" || (layout == "auto" && o.single_sequence && tp_ == std::nullopt && cuda::tcb_supported());
     if (const char* e = std::getenv("TRITIUM_CUDA_TCB_MAX_TOKENS"); e && *e) {
       tcb_max_tokens_ = std::atoi(e);
       TRITIUM_CHECK(tcb_max_tokens_ >= 1 && tcb_max_tokens_ <= 16, "TRITIUM_CUDA_TCB_MAX_TOKENS={}: expected 1..16", e);
@@ -356,10 +357,10 @@ void CudaBackend::plan_persistent() {
   auto skip = [](const char* why) { fmt::print(stderr, "warning: persistent decode kernel not used: {}\n", why); };
   if (tp_) return skip("tensor parallelism");
   if (attn_basic_) return skip("TRITIUM_CUDA_ATTENTION=basic");
-  if (tcb_) return skip("the tcb weight layout (TRITIUM_CUDA_LAYOUT=tc2 keeps tc2)");
-  auto proj = [](const DevLinear& d, cuda::PersistentProj& p) {
+  auto proj = [this](const DevLinear& d, cuda::PersistentProj& p) {
     if (d.kind != DevLinear::kTernary) return false;
-    p.w = d.w2;
+    p.w = tcb_ ? d.wt : d.w2;
+    p.negc = tcb_ ? d.negc : nullptr;
     p.n = d.n;
     p.kp = d.kp;
     for (int i = 0; i < 3; ++i) p.seg_end[i] = d.seg.seg_end[i], p.seg_scale[i] = d.seg.seg_scale[i];

@@ -45,11 +45,12 @@ struct CudaOptions {
   /// GPU layout of ternary weights: "tc2" (2-bit codes for the dp4a / int8 MMA kernels, ternary_tc2.h) or "tcb"
   /// (bit planes for the binary tensor-core MMA GEMV, kernels/cuda/ternary_tcb.h; sm_80+; one-token rows use it,
   /// chunks of more tokens run the tc2 kernels on a rewritten copy, TRITIUM_CUDA_TCB_MAX_TOKENS=2..16 moves that
-  /// limit; the persistent decode kernel needs tc2). Both hold 2 bits per
-  /// weight and give the same results bit for bit. "auto" = tc2: tcb's one-token GEMV is faster on the 13824-row
-  /// projection, but the whole decode step measured slower on the H200 (bench/CUDA_NOTES.md, version 11). The
-  /// environment variable TRITIUM_CUDA_LAYOUT overrides this.
+  /// limit). Both hold 2 bits per weight and give the same results bit for bit. "auto": tcb when single_sequence
+  /// is set (its batch-1 decode step measured 11% faster on the H200), else tc2 (tcb is 19% slower at batch 16;
+  /// bench/CUDA_NOTES.md version 12). The environment variable TRITIUM_CUDA_LAYOUT overrides this.
   std::string ternary_layout = "auto";
+  /// The engine decodes one sequence at a time (tritium generate / chat): "auto" then picks the tcb layout.
+  bool single_sequence = false;
 };
 
 /// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may

@@ -14,6 +14,8 @@
 //    O  attn_sub_norm + quantization, o GEMV rows, residual add into x;
 //    G  post_attention_norm + quantization, gate_up GEMV rows;
 //    D  GLU (relu^2 or SiLU) + ffn_sub_norm + quantization, down GEMV rows, residual add into x.
+//  - The GEMV runs on the tc2 codes (dp4a, 8 lanes per row) or, for weights in the tcb layout, on the binary
+//    tensor cores (tcb_mma.cuh: warps over 16-row tiles, the activation bit planes built in the prologue).
 // Status (bench/CUDA_NOTES.md, version 9): exact (bit-identical logits in the tests) but slower than the layered
 // kernels on the H200 (~35 us per 2B4T layer against ~30): each phase pays ~1 us of barrier and 2-4 us of
 // dependent memory latency in its prologue, and the GEMV runs on one 256-thread block per SM. It is therefore off
@@ -31,10 +33,12 @@
 
 namespace tritium::cuda {
 
-/// One ternary projection in the tc2 layout (ternary_tc2.h): codes [np, kp / 16] uint32, n real rows, the
-/// per-row segment scales of TernaryEpilogue.
+/// One ternary projection: in the tc2 layout (ternary_tc2.h: codes [np, kp / 16] uint32) when negc is null, else in
+/// the tcb layout (ternary_tcb.h: bit planes, kp a multiple of 256, negc [np] the -1 weights per row); n real rows,
+/// the per-row segment scales of TernaryEpilogue. All projections of a model use the same layout.
 struct PersistentProj {
   const uint32_t* w = nullptr;
+  const int32_t* negc = nullptr;
   int n = 0, kp = 0;
   int seg_end[3] = {0, 0, 0};
   float seg_scale[3] = {1.f, 1.f, 1.f};
@@ -81,8 +85,10 @@ struct PersistentDecodePlan {
   size_t smem_max = 0;  ///< the most dynamic shared memory a block may have
   int rows_per_block[4] = {0, 0, 0, 0};  ///< qkv, o, gate_up, down
   int slot_off[4] = {0, 0, 0, 0};        ///< 16-byte offsets of the weight slots in shared memory
+  int neg_off[4] = {0, 0, 0, 0};         ///< tcb: 16-byte offsets of the slots' -1 counts
   int xs_off = 0;                        ///< 16-byte offset of the int8 activations
   int table_off = 0;                     ///< 16-byte offset of the staged block table
+  bool tcb = false;                      ///< the weights are in the tcb layout
 };
 
 /// Plans the kernel for layers shaped like `l0` (host copy; every layer must have the same shapes) on the current
