@@ -1,0 +1,26 @@
+#!/bin/bash
+# Kept from session 5 (payload folder .device/s5: stripped build-cuda binaries + libs + shared test data; probes built with nvcc -O3 -arch=sm_90a -std=c++20 -Isrc bench/probes/*.cu).
+# Session 5 run 3: tcb planes by a warp bit transpose (tests + memcheck, row-kernel rows, end-to-end tcb vs tc2),
+# step-floor probe with 512-thread and register-streamed variants.
+R=$(pwd); D=$R/.device/s5; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
+say() { echo "$*" | tee -a $S; }
+T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
+(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
+export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
+[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
+TR=$D/bin/tritium; TT=$D/bin/tritium_tests
+nvidia-smi -L | tee -a $S; date -u | tee -a $S
+(timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
+timeout 200 $TT --gtest_filter='*Cuda*' > $OUT/tests.log 2>&1; say "cuda tests rc=$? $(el)"
+grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" $OUT/tests.log | head -20 | tee -a $S
+timeout 100 compute-sanitizer --tool memcheck $TT --gtest_filter="CudaKernels.TcbProjection*:CudaPersistentDecode.TinyBitnetLayouts*" > $OUT/memcheck.log 2>&1; say "memcheck rc=$? $(el)"
+grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/memcheck.log | head -5 | tee -a $S
+timeout 90 $D/step_floor 15 > $OUT/floor.md 2>&1; say "floor rc=$? $(el)"; cat $OUT/floor.md | tee -a $S
+wait; tail -1 $OUT/synth.log | tee -a $S
+E="$TR cuda-bench -m /tmp/syn2b"
+for L in tc2 tcb; do
+  TRITIUM_CUDA_LAYOUT=$L timeout 50 $E --batch 1,16 --prompt 32 --gen 64 -r 3 > $OUT/e2e_$L.md 2>&1; say "e2e $L rc=$? $(el)"
+  grep -E "^\| [0-9]|rror" $OUT/e2e_$L.md | tee -a $S
+done
+timeout 100 $TR cuda-bench --kernels --kernel-batches 1 > $OUT/kernels.md 2>&1; say "kernels rc=$? $(el)"
+grep -E "copy bandwidth|RMSNorm|^\| (gate_up|down) .*\| 1 \| (GEMV dp4a, (8|32)|tcb binary MMA, auto)" $OUT/kernels.md | head -40 | tee -a $S
