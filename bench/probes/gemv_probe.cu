@@ -33,14 +33,7 @@ void check(cudaError_t e, const char* what) {
 bool dependent_launch() { return false; }
 }  // namespace tritium::cuda
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "probe_check.cuh"
 
 constexpr uint32_t kMask = 0x03030303u;
 __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {

@@ -22,14 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "probe_check.cuh"
 
 constexpr int kLayers = 30, kHidden = 2560, kInter = 6912, kHeads = 20, kKvHeads = 5, kHeadDim = 128;
 constexpr int kQkv = kHidden + 2 * kKvHeads * kHeadDim;  // 3840
