@@ -15,6 +15,10 @@
 #include "runtime/cuda_backend.h"
 #include "test_util.h"
 
+#if TRITIUM_HAVE_CUDA
+#include "kernels/cuda/kernels.h"
+#endif
+
 using namespace tritium;
 
 namespace {
@@ -22,6 +26,26 @@ namespace {
 int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
+
+/// Sets (or, with nullptr, unsets) an environment variable for its scope and restores the caller's value after it,
+/// also when an assertion ends the test early.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    set(value);
+  }
+  ~EnvGuard() { set(had_ ? old_.c_str() : nullptr); }
+  void set(const char* value) const {
+    if (value) setenv(name_, value, 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
 
 struct Path {
   std::unique_ptr<Transformer> model;
@@ -43,8 +67,7 @@ Path make_path(const std::string& dir, const CudaOptions& o, int max_tokens) {
 /// b = the layered kernels (tc2); with la_layout / lb_layout: the layered kernels over the two weight layouts.
 void compare(const std::string& dir, int prompt_len, int steps, const char* la_layout = nullptr,
              const char* lb_layout = nullptr, const char* persistent_layout = "tc2") {
-  unsetenv("TRITIUM_CUDA_PERSISTENT");
-  unsetenv("TRITIUM_CUDA_LAYOUT");
+  const EnvGuard persistent("TRITIUM_CUDA_PERSISTENT", nullptr), layout("TRITIUM_CUDA_LAYOUT", nullptr);
   CudaOptions oa, ob;
   oa.persistent_decode = la_layout == nullptr;
   oa.ternary_layout = la_layout ? la_layout : persistent_layout;
@@ -144,12 +167,29 @@ TEST(CudaPersistentDecode, Bitnet2b4tWidthsMatchLayered) {
   std::filesystem::remove_all(dir);
 }
 
+// A 2B4T-width layer with an MLP width that is not a multiple of 16 or 256 (6900): gate_up ends in a partial
+// 16-row tile (13800 rows) and down's K is padded (6900 -> 6912), so the tcb paths' padded rows, -1 counts and
+// planes and the row guards of the stores run; the persistent kernel over tcb against the layered tc2 forward.
+TEST(CudaPersistentDecode, PaddedWidthsTcbMatchLayered) {
+  REQUIRE_CUDA();
+  const auto dir = std::filesystem::temp_directory_path() / "tritium_persistent_padded";
+  SynthOptions so;
+  so.num_layers = 2;
+  so.intermediate_size = 6900;
+  write_synthetic_bitnet(dir.string(), so);
+  compare(dir.string(), 29, 8, nullptr, nullptr, "tcb");
+  compare(dir.string(), 29, 8, "tc2", "tcb");
+  std::filesystem::remove_all(dir);
+}
+
 // CudaOptions::ternary_layout "auto": tcb for one sequence at a time (generate / chat), tc2 otherwise; an explicit
 // layout or TRITIUM_CUDA_LAYOUT wins.
 TEST(CudaLayout, AutoPicksTcbForOneSequence) {
   REQUIRE_CUDA();
-  unsetenv("TRITIUM_CUDA_LAYOUT");
-  unsetenv("TRITIUM_CUDA_PERSISTENT");
+#if TRITIUM_HAVE_CUDA
+  if (!cuda::tcb_supported()) GTEST_SKIP() << "the tcb layout needs sm_80 or newer";
+#endif
+  const EnvGuard persistent("TRITIUM_CUDA_PERSISTENT", nullptr), layout("TRITIUM_CUDA_LAYOUT", nullptr);
   auto name = [](const CudaOptions& o) {
     auto m = load_transformer(test::bundled_model());
     m->set_backend(make_cuda_backend(*m, o));
@@ -158,13 +198,12 @@ TEST(CudaLayout, AutoPicksTcbForOneSequence) {
   CudaOptions o;
   EXPECT_NE(name(o).find(" tc2"), std::string::npos);
   o.single_sequence = true;
-  EXPECT_NE(name(o).find(" tcb"), std::string::npos);  // the device has sm_80+ (the tcb tests above need it too)
+  EXPECT_NE(name(o).find(" tcb"), std::string::npos);
   o.ternary_layout = "tc2";
   EXPECT_NE(name(o).find(" tc2"), std::string::npos);
-  setenv("TRITIUM_CUDA_LAYOUT", "tc2", 1);
   o.ternary_layout = "auto";
+  layout.set("tc2");
   EXPECT_NE(name(o).find(" tc2"), std::string::npos);
-  setenv("TRITIUM_CUDA_LAYOUT", "bogus", 1);
+  layout.set("bogus");
   EXPECT_THROW(name(o), Error);
-  unsetenv("TRITIUM_CUDA_LAYOUT");
 }

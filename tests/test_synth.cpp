@@ -52,4 +52,28 @@ TEST(Synth, RejectsBadArguments) {
   o.zero_density = 0.4;
   o.shape = "nonsense";
   EXPECT_THROW(write_synthetic_bitnet("/tmp/tritium_synth_bad", o), Error);
+  o.shape = "tiny";
+  o.intermediate_size = 702;  // not a multiple of 4: the packed layout holds 4 rows per byte
+  EXPECT_THROW(write_synthetic_bitnet("/tmp/tritium_synth_bad", o), Error);
+}
+
+TEST(Synth, IntermediateSizeOverride) {
+  const auto dir = std::filesystem::temp_directory_path() / "tritium_synth_inter";
+  std::filesystem::remove_all(dir);
+  SynthOptions o;
+  o.shape = "tiny";
+  o.num_layers = 2;
+  o.intermediate_size = 700;  // not a multiple of 16 or 64: padded tiles in every packed format
+  o.tokenizer_dir = test::bundled_model();
+  write_synthetic_bitnet(dir.string(), o);
+  auto model = load_transformer(dir.string());
+  EXPECT_EQ(model->config().intermediate_size, 700);
+  KvCache cache(KvCacheSpec{2, 2, 64, 16, 1});
+  std::vector<int32_t> toks = {0, 5, 9}, bt = {0};
+  BatchChunk ch{toks, 0, bt, false};
+  std::vector<float> logits;
+  model->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+  ASSERT_EQ(logits.size(), 8192u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  std::filesystem::remove_all(dir);
 }

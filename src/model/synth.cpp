@@ -95,6 +95,9 @@ void write_synthetic_bitnet(const std::string& out_dir, const SynthOptions& o) {
   if (o.num_layers < 0) fail("synth: --layers {} must be positive", o.num_layers);
   ModelConfig c = synth_shape(o.shape);
   if (o.num_layers > 0) c.num_layers = o.num_layers;
+  if (o.intermediate_size < 0 || o.intermediate_size % 4)
+    fail("synth: intermediate size {} must be a positive multiple of 4 (packed 4 rows per byte)", o.intermediate_size);
+  if (o.intermediate_size > 0) c.intermediate_size = o.intermediate_size;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) fail("{}: cannot create folder: {}", out_dir, ec.message());

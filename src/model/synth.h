@@ -13,6 +13,7 @@ struct SynthOptions {
   double zero_density = 0.42;          ///< fraction of zero ternary weights, in [0, 1]
   uint64_t seed = 1;
   int num_layers = 0;                  ///< decoder layers; 0 = the shape's own count
+  int intermediate_size = 0;           ///< MLP width (a multiple of 4); 0 = the shape's own (tests of padded widths)
   std::string tokenizer_dir;           ///< folder with tokenizer.json (+ tokenizer_config.json) to copy; "" = none
 };
 

@@ -279,9 +279,9 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
     TRITIUM_CHECK(layout == "auto" || layout == "tcb" || layout == "tc2",
                   "CUDA backend: ternary layout '{}' (expected auto, tcb or tc2)", layout);
     if (layout == "tcb") TRITIUM_CHECK(cuda::tcb_supported(), "CUDA backend: the tcb layout needs sm_80 or newer");
-    // auto: tcb when the engine decodes one sequence at a time (its one-token step measured 11% faster on the H200),
-    // tc2 otherwise (tcb runs 2-16-token rows on a rewritten tc2 copy: 19% slower at batch 16; bench/CUDA_NOTES.md
-    // version 12).
+    // auto: tcb when the engine decodes one sequence at a time (its one-token step measured 6-11% faster on the H200)
+    // and the device has binary MMA (sm_80+), without tensor parallelism (not measured there); tc2 otherwise (tcb runs
+    // 2-16-token rows on a rewritten tc2 copy: 19-31% slower at batch 16; bench/CUDA_NOTES.md version 12).
     tcb_ = layout == "tcb" || (layout == "auto" && o.single_sequence && tp_ == std::nullopt && cuda::tcb_supported());
     if (const char* e = std::getenv("TRITIUM_CUDA_TCB_MAX_TOKENS"); e && *e) {
       tcb_max_tokens_ = std::atoi(e);
