@@ -43,6 +43,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--zero-density", a->o.zero_density, "fraction of zero ternary weights");
   sub->add_option("--seed", a->o.seed, "random seed");
   sub->add_option("--layers", a->o.num_layers, "decoder layers (default: the shape's)")->check(CLI::Range(1, 1024));
+  sub->add_option("--intermediate", a->o.intermediate_size, "MLP width, a multiple of 4 (default: the shape's)")
+      ->check(CLI::Range(4, 1 << 20));
   sub->add_option("--tokenizer", a->tokenizer, "folder with tokenizer.json to copy (default: bundled Llama 3)");
   sub->add_option("-o,--output", a->out, "output folder")->required();
   runners()[sub] = [a] { return run(*a); };
