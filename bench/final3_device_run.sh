@@ -1,14 +1,7 @@
 #!/bin/bash
 # Session 3 final verification on nvidia-h200 (kept as bench/final3_device_run.sh): all CUDA tests, memcheck of the
 # new kernels, end-to-end decode of the synthetic 2B4T (batch 1 / 16, 1K context, int8 head, persistent opt-in).
-R=$(pwd); D=$R/.device/final3; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
-say() { echo "$*" | tee -a $S; }
-T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
-(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
-export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
-[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests
-nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+R=$(pwd); . "$R/bench/device_preamble.sh" final3
 (timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
 timeout 150 $TT --gtest_filter='*Cuda*' > $OUT/tests.log 2>&1; say "cuda tests rc=$? $(el)"
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|persistent \]" $OUT/tests.log | head -20 | tee -a $S

@@ -1,14 +1,7 @@
 #!/bin/bash
 # Session 4 final run (kept as bench/final4_device_run.sh): CUDA tests + memcheck of the tcb kernels, the kernel
 # table (batches 1/4/16/512, tcb rows beside tc2 and cuBLAS), end-to-end decode A/B of the two GPU layouts.
-R=$(pwd); D=$R/.device/final4; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
-say() { echo "$*" | tee -a $S; }
-T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
-(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
-export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
-[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests
-nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+R=$(pwd); . "$R/bench/device_preamble.sh" final4
 (timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
 timeout 200 $TT --gtest_filter='*Cuda*' > $OUT/tests.log 2>&1; say "cuda tests rc=$? $(el)"
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|persistent \]" $OUT/tests.log | head -20 | tee -a $S

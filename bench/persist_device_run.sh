@@ -2,14 +2,7 @@
 # How the last persistent-decode figures of bench/CUDA_NOTES.md (version 9) were produced (run 6): tests, e2e persistent
 # (with the phase profile) vs layered at 32 and 1024 positions, memcheck. Carries .device/persist (payload.tar.xz:
 # bin/{tritium,tritium_tests} built with -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTRITIUM_MPI=OFF, lib/, shared/).
-R=$(pwd); D=$R/.device/persist; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
-say() { echo "$*" | tee -a $S; }
-T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
-(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
-export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
-[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests
-nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+R=$(pwd); . "$R/bench/device_preamble.sh" persist
 (timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
 timeout 100 $TT --gtest_filter='CudaPersistent*:CudaKernels.*' > $OUT/tests.log 2>&1; say "tests rc=$? $(el)"
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|persistent \]" $OUT/tests.log | head -12 | tee -a $S

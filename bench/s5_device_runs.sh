@@ -5,14 +5,8 @@
 # probes step_floor and planes_probe built here with nvcc -O3 -arch=sm_90a -std=c++20 -Isrc bench/probes/X.cu).
 # Each run took the binaries of its moment; run 7 is the final code.
 RUN=${1:?usage: s5_device_runs.sh RUN (1-7)}
-R=$(pwd); D=$R/.device/s5; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
-say() { echo "$*" | tee -a $S; }
-T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
-(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
-export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
-[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests; E="$TR cuda-bench -m /tmp/syn2b"
-nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+R=$(pwd); . "$R/bench/device_preamble.sh" s5
+E="$TR cuda-bench -m /tmp/syn2b"
 if [ "$RUN" = 6 ]; then  # synthesis in the foreground: no tests in this run
   timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; say "synth rc=$? $(el)"
 else

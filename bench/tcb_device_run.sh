@@ -1,13 +1,6 @@
 #!/bin/bash
 # Session 4: the tcb layout (binary tensor-core MMA GEMV) — tests, memcheck, kernel table, end-to-end A/B.
-R=$(pwd); D=$R/.device/tcb; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; : > $S
-say() { echo "$*" | tee -a $S; }
-T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
-(cd $D && tar -xJf payload.tar.xz) || { say "payload missing"; exit 1; }
-export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH TRITIUM_TEST_DATA=$D/shared
-[ -e /work/main/models ] || { mkdir -p /work/main/tests && ln -sfn $R/models /work/main/models && ln -sfn $R/tests/data /work/main/tests/data; }
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests
-nvidia-smi -L | tee -a $S; date -u | tee -a $S; ldd $TR | grep "not found" | tee -a $S
+R=$(pwd); . "$R/bench/device_preamble.sh" tcb
 (timeout 90 $TR synth --shape bitnet-2b4t -o /tmp/syn2b > $OUT/synth.log 2>&1; echo "synth rc=$?" >> $OUT/synth.log) &
 timeout 200 $TT --gtest_filter='*Cuda*' > $OUT/tests.log 2>&1; say "cuda tests rc=$? $(el)"
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|persistent \]" $OUT/tests.log | head -20 | tee -a $S

@@ -12,6 +12,22 @@
 
 using namespace tritium;
 
+namespace {
+
+/// Prefills 3 tokens of a model of the tiny shape (2 KV heads of 64, vocabulary 8192): finite logits.
+void expect_finite_prefill(Transformer& model) {
+  const ModelConfig& c = model.config();
+  KvCache cache(KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1});
+  std::vector<int32_t> toks = {0, 5, 9}, bt = {0};
+  BatchChunk ch{toks, 0, bt, false};
+  std::vector<float> logits;
+  model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+  ASSERT_EQ(logits.size(), 8192u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+}  // namespace
+
 TEST(Synth, TinyShapeLoadsAndHasRequestedZeroDensity) {
   const auto dir = std::filesystem::temp_directory_path() / "tritium_synth_test";
   std::filesystem::remove_all(dir);
@@ -34,14 +50,7 @@ TEST(Synth, TinyShapeLoadsAndHasRequestedZeroDensity) {
   EXPECT_NEAR(static_cast<double>(plus) / (w.size() - zeros), 0.5, 0.01);
   auto model = load_transformer(dir.string());
   EXPECT_EQ(model->config().num_layers, 8);
-  KvCacheSpec spec{8, 2, 64, 16, 1};
-  KvCache cache(spec);
-  std::vector<int32_t> toks = {0, 5, 9}, bt = {0};
-  BatchChunk ch{toks, 0, bt, false};
-  std::vector<float> logits;
-  model->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  ASSERT_EQ(logits.size(), 8192u);
-  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  expect_finite_prefill(*model);
   std::filesystem::remove_all(dir);
 }
 
@@ -68,12 +77,6 @@ TEST(Synth, IntermediateSizeOverride) {
   write_synthetic_bitnet(dir.string(), o);
   auto model = load_transformer(dir.string());
   EXPECT_EQ(model->config().intermediate_size, 700);
-  KvCache cache(KvCacheSpec{2, 2, 64, 16, 1});
-  std::vector<int32_t> toks = {0, 5, 9}, bt = {0};
-  BatchChunk ch{toks, 0, bt, false};
-  std::vector<float> logits;
-  model->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  ASSERT_EQ(logits.size(), 8192u);
-  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  expect_finite_prefill(*model);
   std::filesystem::remove_all(dir);
 }

@@ -82,40 +82,8 @@ __global__ void __launch_bounds__(WARPS * 32) read_kernel(const uint4* __restric
   if (h == 0x9e3779b9u) out[row] = 1;
 }
 
-// The shipped algorithm at M = 1.
-template <int LPR, int U, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) base_kernel(const uint4* __restrict__ w, int n, int nch,
-                                                          const int8_t* __restrict__ xq, int* __restrict__ out) {
-  extern __shared__ uint4 xs[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = (blockIdx.x * WARPS + warp) * (32 / LPR) + lane / LPR, sub = lane % LPR;
-  const uint4* wr = w + static_cast<int64_t>(row) * nch;
-  uint4 wv[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) wv[u] = sub + u * LPR < nch ? __ldg(wr + sub + u * LPR) : make_uint4(0, 0, 0, 0);
-  stage_x(xq, nch, xs);
-  int acc[4] = {0, 0, 0, 0};
-  for (int c0 = sub; c0 < nch; c0 += LPR * U) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + u * LPR;
-      if (c >= nch) break;
-      const uint4 xv[4] = {xs[c], xs[nch + c], xs[2 * nch + c], xs[3 * nch + c]};
-      piece_dot(wv[u], xv, acc);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + LPR * U + u * LPR;
-      wv[u] = c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
-    }
-  }
-  int s = combine(acc);
-#pragma unroll
-  for (int off = LPR / 2; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (row < n && sub == 0) out[row] = s;
-}
-
-// Variants of the shipped algorithm. XMODE 0: x staged in shared memory after the weight loads (shipped);
+// The shipped algorithm at M = 1 (XMODE 0: x staged in shared memory after the weight loads; the "base" rows)
+// and its variants:
 // 1: x's staging loads issued before the weight loads; 2: no staging, each piece's 64 activations read with __ldg
 // (L1) right before use.
 template <int LPR, int U, int WARPS, int XMODE>
@@ -459,11 +427,11 @@ int main(int argc, char** argv) {
     report("read only, 32 lanes, 256-thread blocks",
            [&](const uint4* w) { read_kernel<32, 4, 8><<<(n + 7) / 8, 256, 0, st>>>(w, n, nch, dout); }, false);
     report("base: 8 lanes, U 4, 128 threads",
-           [&](const uint4* w) { base_kernel<8, 4, 4><<<n / 16, 128, xsm, st>>>(w, n, nch, dx, dout); }, true);
+           [&](const uint4* w) { var_kernel<8, 4, 4, 0><<<n / 16, 128, xsm, st>>>(w, n, nch, dx, dout); }, true);
     report("base: 32 lanes, U 4, 256 threads",
-           [&](const uint4* w) { base_kernel<32, 4, 8><<<(n + 7) / 8, 256, xsm, st>>>(w, n, nch, dx, dout); }, true);
+           [&](const uint4* w) { var_kernel<32, 4, 8, 0><<<(n + 7) / 8, 256, xsm, st>>>(w, n, nch, dx, dout); }, true);
     // tcb: the same ternary weights (w = code - 1) as bit planes; its sums are sum w x = ref - sum x.
-    if (sh.k % 256 == 0 || true) {
+    {
       const int kc = (sh.k + 255) / 256, tiles = (n + 15) / 16;
       std::vector<uint32_t> tw(static_cast<size_t>(tiles) * kc * 2 * 32 * 4, 0u);
       auto code = [&](int r, int k) -> int {
@@ -570,7 +538,6 @@ int main(int argc, char** argv) {
     auto v32 = [&](const char* name, auto kern) {
       report(name, [&](const uint4* w) { kern<<<(n + 7) / 8, 256, xsm, st>>>(w, n, nch, dx, dout); }, true);
     };
-    v8("var 8 lanes U 4: x staged after weights (= base)", var_kernel<8, 4, 4, 0>);
     v8("var 8 lanes U 8: x staged after weights", var_kernel<8, 8, 4, 0>);
     v8("var 8 lanes U 4: x staging loads first", var_kernel<8, 4, 4, 1>);
     v8("var 8 lanes U 8: x staging loads first", var_kernel<8, 8, 4, 1>);
@@ -579,7 +546,6 @@ int main(int argc, char** argv) {
     report("var 16 lanes U 8: x staging loads first", [&](const uint4* w) { var_kernel<16, 8, 4, 1><<<n / 8, 128, xsm, st>>>(w, n, nch, dx, dout); }, true);
     report("var 8 lanes U 8, 64 threads: x staging loads first", [&](const uint4* w) { var_kernel<8, 8, 2, 1><<<n / 8, 64, xsm, st>>>(w, n, nch, dx, dout); }, true);
     report("var 8 lanes U 8, 256 threads: x staging loads first", [&](const uint4* w) { var_kernel<8, 8, 8, 1><<<n / 32, 256, xsm, st>>>(w, n, nch, dx, dout); }, true);
-    v32("var 32 lanes U 4: x staged after weights (= base)", var_kernel<32, 4, 8, 0>);
     v32("var 32 lanes U 4: x staging loads first", var_kernel<32, 4, 8, 1>);
     v32("var 32 lanes U 4: x from L1, no staging", var_kernel<32, 4, 8, 2>);
     CK(cudaFree(dw));

@@ -115,9 +115,9 @@ class CudaBackend final : public ForwardBackend {
   void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add);
   /// Where norm_quant writes the activation bit planes for lin at `rows` rows: xb_ when the tcb kernel will read
   /// them, else nullptr (tc2 weights, or more rows than tcb_max_tokens_).
-  uint32_t* tcb_planes_for(const DevLinear& lin, int rows) const {
-    return lin.wt && rows <= tcb_max_tokens_ ? xb_ : nullptr;
-  }
+  uint32_t* tcb_planes_for(const DevLinear& lin, int rows) const { return tcb_kernel_for(lin, rows) ? xb_ : nullptr; }
+  /// lin runs the tcb kernel at `rows` rows (tcb weights, at most tcb_max_tokens_ rows); else the tc2 kernels.
+  bool tcb_kernel_for(const DevLinear& lin, int rows) const { return lin.wt && rows <= tcb_max_tokens_; }
 
   ModelConfig c_;
   CudaOptions opts_;
@@ -281,7 +281,7 @@ CudaBackend::CudaBackend(const Transformer& model, const CudaOptions& o) : c_(mo
     if (layout == "tcb") TRITIUM_CHECK(cuda::tcb_supported(), "CUDA backend: the tcb layout needs sm_80 or newer");
     // auto: tcb when the engine decodes one sequence at a time (its one-token step measured 6-11% faster on the H200)
     // and the device has binary MMA (sm_80+), without tensor parallelism (not measured there); tc2 otherwise (tcb runs
-    // 2-16-token rows on a rewritten tc2 copy: 19-31% slower at batch 16; bench/CUDA_NOTES.md version 12).
+    // 2-16-token rows on a rewritten tc2 copy: 19-34% slower at batch 16; bench/CUDA_NOTES.md version 12).
     tcb_ = layout == "tcb" || (layout == "auto" && o.single_sequence && tp_ == std::nullopt && cuda::tcb_supported());
     if (const char* e = std::getenv("TRITIUM_CUDA_TCB_MAX_TOKENS"); e && *e) {
       tcb_max_tokens_ = std::atoi(e);
@@ -588,7 +588,7 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
   ep.y = out;
   ep.ldy = ldout;
   ep.add = add;
-  if (lin.wt && rows <= tcb_max_tokens_) {
+  if (tcb_kernel_for(lin, rows)) {
     cuda::tcb_matmul(lin.wt, lin.negc, lin.n, lin.kp, xb_, inv_s_, rows, ep, stream_);
   } else if (lin.wt) {  // more tokens: the tc2 kernels over a rewritten copy (~2 x 2 bits per weight of traffic)
     const int np2 = (lin.n + 63) / 64 * 64;

@@ -47,7 +47,7 @@ struct CudaOptions {
   /// chunks of more tokens run the tc2 kernels on a rewritten copy, TRITIUM_CUDA_TCB_MAX_TOKENS=2..16 moves that
   /// limit). Both hold 2 bits per weight and give the same results bit for bit. "auto": tcb when single_sequence
   /// is set, the device is sm_80+ and there is no tensor parallelism (its batch-1 decode step measured 6-11% faster
-  /// on the H200), else tc2 (tcb is 19-31% slower at batch 16; bench/CUDA_NOTES.md version 12). The environment
+  /// on the H200), else tc2 (tcb is 19-34% slower at batch 16; bench/CUDA_NOTES.md version 12). The environment
   /// variable TRITIUM_CUDA_LAYOUT overrides this.
   std::string ternary_layout = "auto";
   /// The engine decodes one sequence at a time (tritium generate / chat): "auto" then picks the tcb layout.
