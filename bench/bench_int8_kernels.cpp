@@ -12,7 +12,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/int8_gemm.h"
-#include "quant/int8/int8_linear.h"
+#include "quant/int8_projection.h"
 
 using namespace tritium;
 
@@ -102,7 +102,7 @@ void BM_Fp32(benchmark::State& st) {
   counters(st, M, N, K, 4.0 * static_cast<double>(N * K));
 }
 
-// Whole Int8Linear forward (activation quantization + GEMM + dequantization [+ outlier path]).
+// Whole Int8Projection forward (activation quantization + GEMM + dequantization [+ outlier path]).
 void BM_Linear(benchmark::State& st, Int8Method method) {
   setup_threads();
   const int64_t N = st.range(0), K = st.range(1), M = st.range(2);
@@ -112,7 +112,7 @@ void BM_Linear(benchmark::State& st, Int8Method method) {
   for (auto& v : x) v = g(rng);
   for (auto& v : w) v = 0.02f * g(rng);
   for (int64_t m = 0; m < M; ++m) x[m * K + 7] *= 30.0f;  // one outlier feature, as in real models
-  Int8Linear lin(method, w.data(), N, K);
+  Int8Projection lin(method, w.data(), N, K);
   for (auto _ : st) {
     lin.forward(x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());

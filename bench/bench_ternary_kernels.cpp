@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "quant/ternary_format.h"
+#include "formats/ternary_format.h"
+#include "kernels/cpu/ternary_kernels.h"
 
 using namespace tritium;
 
@@ -73,7 +74,7 @@ void bm_ternary(benchmark::State& st, TernaryFormat f, Shape s, double z, int64_
   std::vector<int32_t> y(static_cast<size_t>(M * s.n));
   size_t i = 0;
   for (auto _ : st) {
-    mats[i]->gemm_i32(x.data(), M, y.data());
+    cpu::ternary_gemm_i32(*mats[i], x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
     if (++i == mats.size()) i = 0;
   }

@@ -3,9 +3,46 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
 #include <string>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/parallel.h"
+
 namespace tritium::test {
+
+/// Random ternary weights int8 [n * k] with zero density z; the non-zeros are +1 / -1 with probability 1/2 each.
+inline std::vector<int8_t> random_ternary(int64_t n, int64_t k, double z, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int8_t> w(static_cast<size_t>(n * k));
+  for (auto& v : w) v = u(rng) < z ? 0 : (rng() & 1 ? 1 : -1);
+  return w;
+}
+/// The same from a fresh generator seeded with `seed`.
+inline std::vector<int8_t> random_ternary(int64_t n, int64_t k, double z, uint32_t seed) {
+  std::mt19937 rng(seed);
+  return random_ternary(n, k, z, rng);
+}
+
+/// One CPU thread for the scope of the object (the tiny models' GEMMs gain nothing from threads on a shared machine);
+/// the previous count comes back afterwards.
+struct OneThread {
+  int saved = num_threads();
+  OneThread() { set_num_threads(1); }
+  ~OneThread() { set_num_threads(saved); }
+};
+
+/// The CPU backend of `m`, which it keeps alive.
+inline std::shared_ptr<Backend> cpu_backend(std::shared_ptr<const Transformer> m) {
+  return std::make_shared<CpuBackend>(std::move(m));
+}
+/// The CUDA backend (default options) of `m` when `cuda`, else its CPU backend; either keeps `m` alive.
+inline std::shared_ptr<Backend> backend_for(std::shared_ptr<const Transformer> m, bool cuda) {
+  return cuda ? make_cuda_backend(std::move(m)) : cpu_backend(std::move(m));
+}
 
 /// The repository's own small fixtures (always present).
 inline std::string data_dir() { return TRITIUM_TESTS_DATA_DIR; }

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "eval/memory_bandwidth.h"
-#include "runtime/block_allocator.h"
+#include "kv/block_allocator.h"
 
 namespace tritium::cli {
 namespace {
@@ -45,10 +45,11 @@ Stat stats(const std::vector<double>& v) {
 }
 
 int run(const BenchArgs& a) {
-  // Either test may be skipped (0, as llama-bench), not both: that used to fail deep in the KV cache set-up.
+  // Either test may be skipped (0, as llama-bench), not both: there would be nothing to measure.
   if (a.pp == 0 && a.tg == 0) fail("bench: nothing to measure: -p/--n-prompt and -n/--n-gen are both 0");
   LoadedModel lm = load_model(a.model, false);
-  const Transformer& model = *lm.model;
+  const Transformer& model = lm.model();
+  Backend& be = *lm.backend;
   const ModelConfig& c = model.config();
   const int total = std::max(a.pp, a.tg);
   if (total > c.max_position_embeddings)
@@ -70,7 +71,7 @@ int run(const BenchArgs& a) {
       for (auto& i : ids) i = tok(rng);
       BatchChunk ch{ids, 0, bt.blocks, false};
       const auto t0 = clock::now();
-      model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+      be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
       const double s = std::chrono::duration<double>(clock::now() - t0).count();
       if (r > 0) pp_ts.push_back(a.pp / s);
     }
@@ -79,7 +80,7 @@ int run(const BenchArgs& a) {
       for (int p = 0; p < a.tg; ++p) {
         const int32_t t = tok(rng);
         BatchChunk ch{std::span<const int32_t>(&t, 1), p, bt.blocks, false};
-        model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+        be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
       }
       const double s = std::chrono::duration<double>(clock::now() - t0).count();
       if (r > 0) tg_ts.push_back(a.tg / s);
@@ -89,7 +90,7 @@ int run(const BenchArgs& a) {
   const std::string name = std::filesystem::path(lm.dir).filename().string();
   const std::string fmt_name = model.layers().empty() ? "?" : model.layers()[0].qkv->format_name();
   const std::string head = model.lm_head().format_name();
-  const std::string backend = model.backend() ? model.backend()->name() : "CPU";
+  const std::string backend = be.name();
   fmt::print("| model | size | weights | lm_head | backend | threads | test | t/s | median t/s |\n");
   fmt::print("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |\n");
   if (!pp_ts.empty()) {
@@ -104,7 +105,7 @@ int run(const BenchArgs& a) {
                head, backend, num_threads(), a.tg, tg.mean, tg.sd, tg.median);
   }
   const double rss = peak_rss_mib();  // before the bandwidth probe's 1 GiB buffer
-  if (!a.no_roofline && !model.backend()) {  // the CPU read bandwidth is no roofline for a GPU
+  if (!a.no_roofline && be.on_cpu()) {  // the CPU read bandwidth is no roofline for a GPU
     const double bw = measure_read_bandwidth_gbs(size_t{1} << 30, num_threads());
     const double bytes = static_cast<double>(model.weight_bytes_per_token());
     const double roof = bw * 1e9 / bytes;

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli/bench_serve.h"
-#include "server/bench_client.h"
+#include "bench/serve_client.h"
 
 namespace tritium::cli {
 

@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "runtime/generator.h"
+#include "engine/generator.h"
 #include "template/chat_template.h"
 #include "tokenizer/utf8.h"
 
@@ -28,7 +28,7 @@ int run(const ChatArgs& a) {
   LoadedModel lm = load_model(mo);
   const ChatTemplateFiles files = load_chat_template(lm.dir);
   const ChatTemplate tmpl = ChatTemplate::from_string(files.source);
-  Generator gen(*lm.model, *lm.tokenizer);
+  Generator gen(*lm.backend, *lm.tokenizer);
   GenerateOptions go;
   go.max_new_tokens = a.n;
   go.sampling = a.sampling.params();

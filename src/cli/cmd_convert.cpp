@@ -1,4 +1,4 @@
-// tritium convert: writes a tritium model (src/io/tritium_model.h) from a Hugging Face folder: BitNet weights
+// tritium convert: writes a tritium model (src/model/tritium_model.h) from a Hugging Face folder: BitNet weights
 // packed in a chosen ternary format, or a 16/32-bit model post-training quantized, optionally with a quantized
 // lm_head; the result loads with no repacking and no re-quantization.
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "io/tritium_model.h"
+#include "model/tritium_model.h"
 
 namespace tritium::cli {
 namespace {

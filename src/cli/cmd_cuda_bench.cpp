@@ -8,10 +8,11 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "kernels/cuda/ternary_tc2.h"
-#include "runtime/block_allocator.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/cuda_int8_bench.h"
+#include "formats/ternary_tc2.h"
+#include "kv/block_allocator.h"
+#include "backend/cuda/cuda_backend.h"
+#include "bench/cuda_kernel_bench.h"
+#include "bench/cuda_int8_bench.h"
 
 namespace tritium::cli {
 namespace {
@@ -33,7 +34,7 @@ double gpu_weight_bytes(const Transformer& m) {
   double b = 0;
   auto lin = [&](const Linear& l) {
     if (dynamic_cast<const TernaryLinear*>(&l)) b += static_cast<double>(cuda::Tc2Shape::of(l.out_features(), l.in_features()).bytes());
-    else if (dynamic_cast<const Int8LinearLayer*>(&l)) b += static_cast<double>(l.out_features() * l.in_features());
+    else if (dynamic_cast<const Int8Linear*>(&l)) b += static_cast<double>(l.out_features() * l.in_features());
     else b += 4.0 * static_cast<double>(l.out_features() * l.in_features());
   };
   for (const auto& L : m.layers()) {
@@ -43,7 +44,7 @@ double gpu_weight_bytes(const Transformer& m) {
     lin(*L.down);
   }
   const double head = static_cast<double>(m.lm_head().out_features() * m.lm_head().in_features());
-  b += dynamic_cast<const Int8LinearLayer*>(&m.lm_head()) ? head : 2.0 * head;  // int8 codes or bf16
+  b += dynamic_cast<const Int8Linear*>(&m.lm_head()) ? head : 2.0 * head;  // int8 codes or bf16
   return b;
 }
 
@@ -58,9 +59,10 @@ int run(CudaBenchArgs a) {
   cuda_set_dependent_launch(!a.no_pdl);
   a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
   LoadedModel lm = load_model(a.model, false);
-  const Transformer& model = *lm.model;
+  const Transformer& model = lm.model();
+  Backend& be = *lm.backend;
   const ModelConfig& c = model.config();
-  fmt::print("model {} on {} (loaded in {:.1f} s)\n", lm.dir, model.backend() ? model.backend()->name() : "cpu",
+  fmt::print("model {} on {} (loaded in {:.1f} s)\n", lm.dir, be.name(),
              lm.load_seconds);
   const double bw = cuda_copy_bandwidth_gbs(0);
   const double wbytes = gpu_weight_bytes(model);
@@ -89,7 +91,7 @@ int run(CudaBenchArgs a) {
       std::vector<BatchChunk> batch(B);
       for (int b = 0; b < B; ++b) batch[b] = BatchChunk{prompts[b], 0, bts[b].blocks, false};
       auto t0 = clock::now();
-      model.forward(batch, cache, logits);
+      be.forward(batch, cache, logits);
       const double ps = std::chrono::duration<double>(clock::now() - t0).count();
       std::vector<int32_t> next(B);
       for (int b = 0; b < B; ++b) next[b] = tok(rng);
@@ -97,7 +99,7 @@ int run(CudaBenchArgs a) {
       for (int g = 0; g < a.gen; ++g) {
         for (int b = 0; b < B; ++b)
           batch[b] = BatchChunk{std::span<const int32_t>(&next[b], 1), a.prompt + g, bts[b].blocks, false};
-        model.forward(batch, cache, logits);
+        be.forward(batch, cache, logits);
         for (int b = 0; b < B; ++b) next[b] = static_cast<int32_t>((next[b] * 7 + g) % c.vocab_size);
       }
       const double ds = std::chrono::duration<double>(clock::now() - t0).count();

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "eval/evaluator.h"
 
@@ -59,7 +60,7 @@ class Progress {
 };
 
 std::string default_data_dir() {
-  if (const char* e = std::getenv("TRITIUM_EVAL_DATA")) return e;
+  if (std::string e = env::eval_data(); !e.empty()) return e;
   return "data/eval";
 }
 
@@ -121,12 +122,12 @@ int run(const EvalArgs& a) {
   out["model"] = lm.dir;
   out["limit"] = a.limit;
   out["add_bos"] = a.add_bos;
-  out["max_length"] = a.max_length > 0 ? a.max_length : lm.model->config().max_position_embeddings;
+  out["max_length"] = a.max_length > 0 ? a.max_length : lm.model().config().max_position_embeddings;
   for (const auto& t : tasks) {
     const std::string path = (std::filesystem::path(data) / (t + ".jsonl")).string();
     const std::vector<TaskDoc> docs = load_task_docs(t, path, a.limit);
     Progress bar(t);
-    TaskResult r = evaluate_task(*lm.model, *lm.tokenizer, t, docs, eo, [&](size_t d, size_t n) { bar.update(d, n); });
+    TaskResult r = evaluate_task(*lm.backend, *lm.tokenizer, t, docs, eo, [&](size_t d, size_t n) { bar.update(d, n); });
     fmt::print(stderr, "{}: {} docs, {} tokens, {:.1f} s ({:.0f} tok/s)\n", t, r.n, r.tokens, r.seconds,
                r.seconds > 0 ? r.tokens / r.seconds : 0.0);
     out["tasks"][t] = task_result_to_json(r);

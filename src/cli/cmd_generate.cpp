@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "runtime/generator.h"
+#include "engine/generator.h"
 
 namespace tritium::cli {
 namespace {
@@ -24,7 +24,7 @@ int run(const GenerateArgs& a) {
   ModelOptions mo = a.model;
   mo.single_sequence = true;  // one sequence: the CUDA backend's "auto" layout picks the batch-1 kernels
   LoadedModel lm = load_model(mo);
-  Generator gen(*lm.model, *lm.tokenizer);
+  Generator gen(*lm.backend, *lm.tokenizer);
   GenerateOptions go;
   go.max_new_tokens = a.n;
   go.sampling = a.sampling.params();

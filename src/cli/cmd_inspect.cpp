@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/safetensors.h"
-#include "io/tritium_model.h"
+#include "model/tritium_model.h"
 #include "model/inspect.h"
 
 namespace tritium::cli {

@@ -12,11 +12,12 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "eval/outlier_stats.h"
 #include "eval/text_file.h"
-#include "runtime/block_allocator.h"
-#include "runtime/kv_cache.h"
+#include "kv/block_allocator.h"
+#include "kv/kv_cache.h"
 
 extern char** environ;
 
@@ -105,7 +106,9 @@ void write_plots(const OutlierReport& r, const fs::path& dir) {
 
 int run(const OutlierArgs& a) {
   LoadedModel lm = load_model(a.model);
-  Transformer& model = *lm.model;
+  const Transformer& model = lm.model();
+  auto* cpu = dynamic_cast<CpuBackend*>(lm.backend.get());
+  if (!cpu) fail("outliers: observes the activations of the CPU forward; run it with --device cpu");
   const ModelConfig& c = model.config();
   const int ctx = std::min<int>(a.ctx, c.max_position_embeddings);
   std::vector<int32_t> tokens = lm.tokenizer->encode(read_text_universal_newlines(a.file), false);
@@ -115,7 +118,7 @@ int run(const OutlierArgs& a) {
   OutlierRule rule;
   rule.alpha = a.alpha;
   OutlierCollector col(rule);
-  model.set_activation_observer([&](int layer, const char* proj, const float* x, int64_t M, int64_t K) {
+  cpu->set_activation_observer([&](int layer, const char* proj, const float* x, int64_t M, int64_t K) {
     col.add(fmt::format("layers.{}.{}", layer, proj), x, M, K);
   });
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (ctx + 15) / 16};
@@ -129,12 +132,12 @@ int run(const OutlierArgs& a) {
     const size_t n = std::min<size_t>(ctx, tokens.size() - p);
     col.begin_text();
     BatchChunk ch{std::span<const int32_t>(tokens.data() + p, n), 0, bt.blocks, false};
-    model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+    cpu->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
     done += static_cast<int64_t>(n);
     fmt::print(stderr, "\routliers: {}/{} tokens", done, tokens.size());
   }
   fmt::print(stderr, "\n");
-  model.set_activation_observer({});
+  cpu->set_activation_observer({});
   const OutlierReport r = col.report();
 
   fmt::print("{} tokens of {} in chunks of {}; alpha = {:g}; rule: |x| >= alpha in >= {:.0f}% of the layers of a width at "

@@ -13,7 +13,7 @@
 #include "eval/perplexity.h"
 #include "eval/rolling_perplexity.h"
 #include "eval/text_file.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 namespace tritium::cli {
 namespace {
@@ -53,10 +53,10 @@ int run(const PplArgs& a) {
   const std::string text = read_text_universal_newlines(a.file);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = lm.tokenizer->encode(text, false);
-  const auto& c = lm.model->config();
+  const auto& c = lm.model().config();
   const KvDType kv_dtype = parse_kv_dtype(a.kv_dtype);
   const float kv_scale = a.kv_scale > 0 ? a.kv_scale
-      : calibrate_kv_scale(*lm.model, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
+      : calibrate_kv_scale(*lm.backend, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
   // Printed once the text is known to be long enough (errors come first on stderr).
   const std::string kv_line = fmt::format(
       "KV cache: {}, {} bytes/token{}\n", kv_dtype_name(kv_dtype),
@@ -86,7 +86,7 @@ int run(const PplArgs& a) {
     if (want_logits) po.on_scored = on_scored;
     meta["ctx"] = std::to_string(a.ctx);
     meta["chunks"] = std::to_string(a.chunks);
-    PerplexityResult r = compute_perplexity(*lm.model, tokens, po, [&](int i, int n, double ppl) {
+    PerplexityResult r = compute_perplexity(*lm.backend, tokens, po, [&](int i, int n, double ppl) {
       if (i == 1)
         fmt::print(stderr, "{}perplexity: {} tokens, ctx {}, {} chunks, scoring positions {}..{} of each chunk\n",
                    kv_line, tokens.size(), a.ctx, n, a.ctx / 2, a.ctx - 2);
@@ -102,7 +102,7 @@ int run(const PplArgs& a) {
     so.batch_tokens = a.batch_tokens;
     so.kv_dtype = kv_dtype;
     so.kv_scale = kv_scale;
-    LoglikelihoodScorer scorer(*lm.model, so);
+    LoglikelihoodScorer scorer(*lm.backend, so);
     std::optional<int32_t> prefix = bos ? bos : lm.tokenizer->eos_id();
     if (!prefix) fail("perplexity --mode rolling: the model has neither a BOS nor an EOS token for the prefix");
     meta["ctx"] = std::to_string(scorer.max_length());

@@ -75,12 +75,12 @@ int run(const ServeArgs& a) {
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   // The engine would silently clamp a longer limit to the model's context (vLLM refuses it too).
-  const int64_t max_pos = lm.model->config().max_position_embeddings;
+  const int64_t max_pos = lm.model().config().max_position_embeddings;
   if (a.max_model_len > max_pos)
     fail("--max-model-len {} exceeds the model's max_position_embeddings {}", a.max_model_len, max_pos);
   ec.max_model_len = a.max_model_len;
   ec.max_pending = a.max_pending;
-  Engine engine(*lm.model, *lm.tokenizer, ec);
+  Engine engine(*lm.backend, *lm.tokenizer, ec);
   // As vLLM: a KV pool that cannot hold one sequence of max_model_len tokens is a start-up error, not answers
   // silently cut short later.
   const int64_t pool_tokens = engine.config().num_blocks * engine.config().block_size;

@@ -3,14 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
 #include "core/parallel.h"
-#include "parallel/tp_launch.h"
-#include "runtime/cuda_backend.h"
+#include "executor/make_backend.h"
 
 namespace fs = std::filesystem;
 
@@ -100,30 +98,19 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   lm.dir = resolve_model_dir(o.model_dir);
   const auto t0 = std::chrono::steady_clock::now();
   const LoadOptions lo = make_load_options(o);
-  lm.model = load_transformer(lm.dir, lo);
+  std::unique_ptr<Transformer> model = load_transformer(lm.dir, lo);
   if (lo.ternary_format_explicit) {
     bool any_ternary = false;
-    for (const auto& L : lm.model->layers())
+    for (const auto& L : model->layers())
       any_ternary = any_ternary || dynamic_cast<const TernaryLinear*>(L.qkv.get()) != nullptr;
     if (!any_ternary)
       fmt::print(stderr, "warning: --weights {} ignored: the model has no ternary projections (a float or int8 model; "
                          "--quant ternary-absmean makes ternary ones)\n",
                  o.weights);
   }
-  if (o.device.rfind("cuda", 0) == 0) {
-    CudaOptions co;
-    if (o.device.size() > 5 && o.device[4] == ':') co.device = std::stoi(o.device.substr(5));
-    else if (o.device != "cuda") fail("--device {}: expected cpu, cuda or cuda:N", o.device);
-    if (const char* g = std::getenv("TRITIUM_CUDA_GRAPHS"); g && std::string(g) == "0") co.graphs = false;
-    co.single_sequence = o.single_sequence;
-    if (o.tensor_parallel > 1) lm.model = start_tensor_parallel(*lm.model, o.tensor_parallel, co);
-    else lm.model->set_backend(make_cuda_backend(*lm.model, co));
-  } else if (o.device != "cpu") {
-    fail("--device {}: expected cpu, cuda or cuda:N", o.device);
-  } else if (o.tensor_parallel > 1) {
-    fail("--tensor-parallel {}: needs --device cuda (tensor parallelism runs one process per GPU over NCCL)",
-         o.tensor_parallel);
-  }
+  DeviceSpec spec = parse_device(o.device, o.tensor_parallel);
+  spec.cuda.single_sequence = o.single_sequence;
+  lm.backend = make_backend(std::move(model), spec);
   if (need_tokenizer) {
     const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
     if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());

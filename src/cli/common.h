@@ -6,8 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "model/loader.h"
-#include "runtime/sampler.h"
+#include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tritium::cli {
@@ -47,9 +48,11 @@ std::string resolve_model_dir(const std::string& m);
 
 struct LoadedModel {
   std::string dir;
-  std::unique_ptr<Transformer> model;
+  /// Where the model runs (executor/make_backend.h); it owns the model (for tensor parallelism: rank 0's shard).
+  std::shared_ptr<Backend> backend;
   std::unique_ptr<Tokenizer> tokenizer;
   double load_seconds = 0;
+  const Transformer& model() const { return backend->model(); }
 };
 
 /// Sets the thread count, loads model + tokenizer (tokenizer.json in the model folder).

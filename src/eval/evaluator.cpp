@@ -44,7 +44,7 @@ void compute_task_metrics(TaskType type, const std::vector<TaskDoc>& docs, TaskR
   r.metrics["acc_norm"] = {sample_mean(acc_norm), stderr_of_mean(acc_norm)};
 }
 
-TaskResult evaluate_task(const Transformer& model, const Tokenizer& tok, const std::string& task,
+TaskResult evaluate_task(Backend& backend, const Tokenizer& tok, const std::string& task,
                          const std::vector<TaskDoc>& docs, const EvalOptions& opts,
                          const std::function<void(size_t, size_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -58,7 +58,7 @@ TaskResult evaluate_task(const Transformer& model, const Tokenizer& tok, const s
       reqs.push_back(encode_pair(tok, q.context, q.continuation, opts.add_bos, prefix));
       r.tokens += static_cast<int64_t>(reqs.back().context.size() + reqs.back().continuation.size());
     }
-  LoglikelihoodScorer scorer(model, opts.scorer);
+  LoglikelihoodScorer scorer(backend, opts.scorer);
   const std::vector<LoglikelihoodResult> res = scorer.score(reqs, progress);
   size_t k = 0;
   for (const auto& d : docs) {

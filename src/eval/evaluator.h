@@ -48,7 +48,7 @@ void compute_task_metrics(TaskType type, const std::vector<TaskDoc>& docs, TaskR
 
 /// Encodes every request (encode_pair), scores them in batches and fills a TaskResult. progress(done, total)
 /// counts requests.
-TaskResult evaluate_task(const Transformer& model, const Tokenizer& tok, const std::string& task,
+TaskResult evaluate_task(Backend& backend, const Tokenizer& tok, const std::string& task,
                          const std::vector<TaskDoc>& docs, const EvalOptions& opts,
                          const std::function<void(size_t, size_t)>& progress = {});
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "runtime/block_allocator.h"
+#include "kv/block_allocator.h"
 
 namespace tritium {
 
@@ -50,9 +50,9 @@ std::pair<double, bool> token_logprob(std::span<const float> logits, int32_t tar
   return {lp, arg == static_cast<size_t>(target)};
 }
 
-LoglikelihoodScorer::LoglikelihoodScorer(const Transformer& model, ScorerOptions opts)
-    : model_(model), opts_(opts) {
-  const int model_max = model.config().max_position_embeddings;
+LoglikelihoodScorer::LoglikelihoodScorer(Backend& backend, ScorerOptions opts)
+    : backend_(backend), opts_(opts) {
+  const int model_max = backend.model().config().max_position_embeddings;
   max_length_ = opts.max_length > 0 ? opts.max_length : model_max;
   TRITIUM_CHECK(max_length_ >= 2 && max_length_ <= model_max,
                 "loglikelihood: max_length {} must be in [2, {}] (the model context)", max_length_, model_max);
@@ -86,8 +86,8 @@ std::vector<LoglikelihoodResult> LoglikelihoodScorer::score(std::span<const Logl
                   "than the context of {}", i, r.continuation.size(), L);
     TRITIUM_CHECK(!r.context.empty(), "loglikelihood: request {} has an empty context", i);
     for (int32_t t : r.continuation)
-      TRITIUM_CHECK(t >= 0 && t < model_.vocab_size(), "loglikelihood: request {}: token id {} outside the "
-                    "vocabulary of {}", i, t, model_.vocab_size());
+      TRITIUM_CHECK(t >= 0 && t < backend_.model().vocab_size(), "loglikelihood: request {}: token id {} outside the "
+                    "vocabulary of {}", i, t, backend_.model().vocab_size());
     std::vector<int32_t> full = r.context;
     full.insert(full.end(), r.continuation.begin(), r.continuation.end());
     if (full.size() > L + 1) full.erase(full.begin(), full.end() - static_cast<std::ptrdiff_t>(L + 1));
@@ -120,7 +120,7 @@ std::vector<LoglikelihoodResult> LoglikelihoodScorer::score(std::span<const Logl
   };
   int64_t max_group = 0;
   for (const auto& g : groups) max_group = std::max(max_group, group_blocks(g));
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = backend_.model().config();
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, bs,
                    std::max<int64_t>(max_group, blocks_for(static_cast<size_t>(opts_.batch_tokens), bs) + 64)};
   spec.dtype = opts_.kv_dtype;
@@ -170,7 +170,7 @@ std::vector<LoglikelihoodResult> LoglikelihoodScorer::score(std::span<const Logl
       prefill.push_back(BatchChunk{std::span<const int32_t>(head.inp.data(), head.shared), 0,
                                    shared_tables[g - gi], false});
     }
-    if (!prefill.empty()) model_.forward(prefill, cache, logits);
+    if (!prefill.empty()) backend_.forward(prefill, cache, logits);
     std::vector<BatchChunk> tails;
     const size_t rbegin = groups[gi].first, rend = groups[ge - 1].second;
     for (size_t k = rbegin; k < rend; ++k) {
@@ -178,7 +178,7 @@ std::vector<LoglikelihoodResult> LoglikelihoodScorer::score(std::span<const Logl
       tails.push_back(BatchChunk{std::span<const int32_t>(p.inp.data() + p.shared, p.inp.size() - p.shared),
                                  static_cast<int64_t>(p.shared), tables[k], true});
     }
-    model_.forward(tails, cache, logits);
+    backend_.forward(tails, cache, logits);
     size_t row = 0;
     for (size_t k = rbegin; k < rend; ++k) {
       const Prepared& p = prep[k];

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/transformer.h"
+#include "backend/backend.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tritium {
@@ -48,12 +48,12 @@ struct ScorerOptions {
 
 /// Scores requests the way lm-eval's HFLM does: input = (context + continuation)[-(max_length+1):][:-1], the
 /// continuation's log-probabilities are read at the last len(continuation) positions. Several sequences run
-/// in one Transformer::forward call; consecutive requests that share their context (the choices of one
+/// in one Backend::forward call; consecutive requests that share their context (the choices of one
 /// multiple-choice question) prefill it once and share its KV cache blocks, then each runs its own tail
 /// (the context's last partial block + the continuation).
 class LoglikelihoodScorer {
  public:
-  LoglikelihoodScorer(const Transformer& model, ScorerOptions opts = {});
+  LoglikelihoodScorer(Backend& backend, ScorerOptions opts = {});
 
   /// Throws tritium::Error when a continuation is empty or longer than max_length tokens.
   /// progress(done, total) is called after every batch; on_logits (optional) sees every scored position.
@@ -64,7 +64,7 @@ class LoglikelihoodScorer {
   int max_length() const { return max_length_; }
 
  private:
-  const Transformer& model_;
+  Backend& backend_;
   ScorerOptions opts_;
   int max_length_;
 };

@@ -3,15 +3,15 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "runtime/block_allocator.h"
-#include "runtime/sampler.h"
+#include "kv/block_allocator.h"
+#include "engine/sampler.h"
 
 namespace tritium {
 
-PerplexityResult compute_perplexity(const Transformer& model, const std::vector<int32_t>& tokens,
+PerplexityResult compute_perplexity(Backend& backend, const std::vector<int32_t>& tokens,
                                     const PerplexityOptions& opts,
                                     const std::function<void(int, int, double)>& on_chunk) {
-  const ModelConfig& c = model.config();
+  const ModelConfig& c = backend.model().config();
   const int n_ctx = opts.n_ctx;
   TRITIUM_CHECK(n_ctx >= 4, "perplexity: context {} is too small", n_ctx);
   TRITIUM_CHECK(n_ctx <= c.max_position_embeddings, "perplexity: context {} exceeds the model context of {} tokens",
@@ -39,7 +39,7 @@ PerplexityResult compute_perplexity(const Transformer& model, const std::vector<
     if (opts.prepend_bos) chunk[o++] = opts.bos_id;
     for (int i = 0; i < body; ++i) chunk[o++] = tokens[static_cast<size_t>(ci) * body + i];
     BatchChunk ch{chunk, 0, bt.blocks, true};
-    model.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+    backend.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
     for (int p = n_ctx / 2; p <= n_ctx - 2; ++p) {
       const std::span<const float> row(&logits[static_cast<size_t>(p) * V], V);
       r.nll_sum -= log_prob(row, chunk[p + 1]);

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "model/transformer.h"
+#include "backend/backend.h"
 
 namespace tritium {
 
@@ -16,7 +16,7 @@ struct PerplexityOptions {
   int32_t bos_id = 0;
   bool prepend_bos = true;
   KvDType kv_dtype = KvDType::kF32;  ///< KV cache dtype (to measure the perplexity effect of quantized caches)
-  float kv_scale = 1.0f;             ///< fp8/int8 per-tensor scale (see calibrate_kv_scale in runtime/engine.h)
+  float kv_scale = 1.0f;             ///< fp8/int8 per-tensor scale (see calibrate_kv_scale in engine/engine.h)
   /// Optional: sees the logits float32 [vocab] of every scored position and the token it predicts, in order
   /// (used to save base distributions and for KL divergence).
   std::function<void(std::span<const float> logits, int32_t target)> on_scored;
@@ -35,7 +35,7 @@ struct PerplexityResult {
 /// chunks; positions n_ctx/2 .. n_ctx-2 predict their next token and are scored; ppl = exp(sum nll / scored).
 /// tokens: the text encoded without special tokens. Throws tritium::Error when the text is shorter than one
 /// chunk or n_ctx exceeds the model context. on_chunk (optional) is called after each chunk.
-PerplexityResult compute_perplexity(const Transformer& model, const std::vector<int32_t>& tokens,
+PerplexityResult compute_perplexity(Backend& backend, const std::vector<int32_t>& tokens,
                                     const PerplexityOptions& opts,
                                     const std::function<void(int chunk, int total, double ppl)>& on_chunk = {});
 

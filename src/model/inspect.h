@@ -1,5 +1,5 @@
 // tritium model: storage statistics of a loaded model, behind `tritium inspect`: per ternary tensor the zero
-// density z and the bits/weight of every ternary format (src/quant/ternary_stats.h), totals, and the BITCOS
+// density z and the bits/weight of every ternary format (src/formats/ternary_stats.h), totals, and the BITCOS
 // paper's Table I summary (% zeros, BITCOS symbols 2 - z, + 16-bit scale overhead, size ratio vs 2-bit and vs
 // 5-trit packing).
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/transformer.h"
-#include "quant/ternary_stats.h"
+#include "formats/ternary_stats.h"
 
 namespace tritium {
 

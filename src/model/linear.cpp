@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q4_gemm.h"
+#include "kernels/cpu/ternary_kernels.h"
 
 namespace tritium {
 
@@ -41,14 +43,14 @@ void TernaryLinear::forward(const float* x, int64_t M, float* y, std::span<const
   std::vector<float> inv_s(static_cast<size_t>(M));
   cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
   if (!group_scales_.empty()) {
-    w_->gemm_f32(xq.data(), inv_s.data(), M, group_scales_.data(), y);
+    cpu::ternary_gemm_f32(*w_, xq.data(), inv_s.data(), M, group_scales_.data(), y);
     if (!bias_.empty())
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];
     return;
   }
   std::vector<int32_t> acc(static_cast<size_t>(M * n_));
-  w_->gemm_i32(xq.data(), M, acc.data());
+  cpu::ternary_gemm_i32(*w_, xq.data(), M, acc.data());
   for (int64_t m = 0; m < M; ++m) {
     int64_t n = 0;
     for (const auto& seg : segments_) {
@@ -70,16 +72,16 @@ void TernaryLinear::set_bias(std::vector<float> bias) {
 
 namespace tritium {
 
-Int8LinearLayer::Int8LinearLayer(Int8Linear impl)
+Int8Linear::Int8Linear(Int8Projection impl)
     : Linear(impl.out_features(), impl.in_features()), impl_(std::move(impl)) {}
 
-void Int8LinearLayer::forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin) const {
+void Int8Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin) const {
   impl_.forward(x, M, y, row_begin);
 }
 
-size_t Int8LinearLayer::weight_bytes() const { return impl_.weight().bytes(); }
+size_t Int8Linear::weight_bytes() const { return impl_.weight().bytes(); }
 
-std::string Int8LinearLayer::format_name() const { return std::string(int8_method_name(impl_.method())); }
+std::string Int8Linear::format_name() const { return std::string(int8_method_name(impl_.method())); }
 
 }  // namespace tritium
 

@@ -8,9 +8,9 @@
 
 #include <span>
 
-#include "quant/int8/int8_linear.h"
-#include "quant/q4_rows.h"
-#include "quant/ternary_format.h"
+#include "quant/int8_projection.h"
+#include "formats/q4_rows.h"
+#include "formats/ternary_format.h"
 
 namespace tritium {
 
@@ -83,20 +83,20 @@ class TernaryLinear final : public Linear {
 };
 
 /// An int8-quantized linear (absmax / zero-point / row-wise / vector-wise / LLM.int8() / weight-only), see
-/// src/quant/int8/int8_linear.h for the exact arithmetic of each method.
-class Int8LinearLayer final : public Linear {
+/// src/quant/int8_projection.h for the exact arithmetic of each method.
+class Int8Linear final : public Linear {
  public:
-  explicit Int8LinearLayer(Int8Linear impl);
+  explicit Int8Linear(Int8Projection impl);
   void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
   size_t weight_bytes() const override;
   std::string format_name() const override;
-  const Int8Linear& impl() const { return impl_; }
+  const Int8Projection& impl() const { return impl_; }
 
  private:
-  Int8Linear impl_;
+  Int8Projection impl_;
 };
 
-/// 4-bit row-grouped weights (src/quant/q4_rows.h), used for the output head (`--lm-head q4`): activations
+/// 4-bit row-grouped weights (src/formats/q4_rows.h), used for the output head (`--lm-head q4`): activations
 /// quantized per token to int8 by absmax (as TernaryLinear), exact int32 group sums, fp32 scaling.
 class Q4Linear final : public Linear {
  public:

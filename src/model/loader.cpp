@@ -10,9 +10,9 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "io/tritium_model.h"
-#include "quant/int8/int8_linear.h"
-#include "quant/int8/ternary_ptq.h"
+#include "model/tritium_model.h"
+#include "quant/int8_projection.h"
+#include "quant/ternary_ptq.h"
 
 namespace tritium {
 
@@ -146,9 +146,9 @@ std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<s
   if (it == kInt8.end()) fail("unknown quantization method '{}'", o.quant);
   std::vector<float> w;
   for (const auto& p : parts_w) w.insert(w.end(), p.begin(), p.end());
-  Int8LinearOptions io;
+  Int8ProjectionOptions io;
   io.outlier_threshold = o.outlier_threshold;
-  return std::make_unique<Int8LinearLayer>(Int8Linear(parse_int8_method(it->second), w.data(), n, in,
+  return std::make_unique<Int8Linear>(Int8Projection(parse_int8_method(it->second), w.data(), n, in,
                                                       bias.empty() ? nullptr : bias.data(), io));
 }
 
@@ -194,7 +194,7 @@ std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, in
                 vocab, hidden);
   if (kind.empty() || kind == "f32") return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, vocab, hidden);
   if (kind == "int8")
-    return std::make_unique<Int8LinearLayer>(Int8Linear(Int8Method::kVectorwise, w.data(), vocab, hidden));
+    return std::make_unique<Int8Linear>(Int8Projection(Int8Method::kVectorwise, w.data(), vocab, hidden));
   if (kind == "q4") {
     if (hidden % 64 != 0) fail("--lm-head q4 needs a hidden size that is a multiple of 64 (this model has {})", hidden);
     return std::make_unique<Q4Linear>(quantize_q4_rows(w.data(), vocab, hidden));

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/transformer.h"
-#include "quant/ternary_format.h"
+#include "formats/ternary_format.h"
 
 namespace tritium {
 
@@ -22,7 +22,7 @@ struct LoadOptions {
   /// ternary-threshold: |w| > t -> sign(w); t <= 0 picks TWN's 0.7 * mean|w| per tensor.
   float ternary_threshold = 0.0f;
   /// Output head (lm_head) storage: "" = as stored (float32 for Hugging Face folders), "f32", "int8" (per-row
-  /// absmax int8 weights, per-token int8 activations: LLM.int8() vector-wise), "q4" (src/quant/q4_rows.h).
+  /// absmax int8 weights, per-token int8 activations: LLM.int8() vector-wise), "q4" (src/formats/q4_rows.h).
   /// The embedding table stays float32 for the lookup.
   std::string lm_head;
   /// For tritium models (`tritium convert` output): repack ternary weights into ternary_format even when the

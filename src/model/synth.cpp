@@ -59,33 +59,30 @@ ModelConfig synth_shape(const std::string& name) {
   c.hidden_act = Activation::kRelu2;
   c.rms_norm_eps = 1e-5f;
   c.tie_word_embeddings = true;
-  if (name == "bitnet-2b4t") {
-    c.vocab_size = 128256;
-    c.hidden_size = 2560;
-    c.intermediate_size = 6912;
-    c.num_layers = 30;
-    c.num_heads = 20;
-    c.num_kv_heads = 5;
-    c.head_dim = 128;
-    c.rope_theta = 500000.0;
-    c.max_position_embeddings = 4096;
-    c.bos_token_id = 128000;
-    c.eos_token_ids = {128001, 128009};
-  } else if (name == "tiny") {
-    c.vocab_size = 8192;
-    c.hidden_size = 256;
-    c.intermediate_size = 768;
-    c.num_layers = 8;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.rope_theta = 500000.0;
-    c.max_position_embeddings = 1024;
-    c.bos_token_id = 0;
-    c.eos_token_ids = {1};
-  } else {
-    fail("synth: unknown shape '{}' (known: bitnet-2b4t, tiny)", name);
-  }
+  struct Shape {
+    const char* name;
+    int vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, max_pos, bos;
+    std::vector<int> eos;
+  };
+  static const Shape kShapes[] = {
+      {"bitnet-2b4t", 128256, 2560, 6912, 30, 20, 5, 128, 4096, 128000, {128001, 128009}},
+      {"tiny", 8192, 256, 768, 8, 4, 2, 64, 1024, 0, {1}},
+  };
+  const Shape* sh = nullptr;
+  for (const Shape& x : kShapes)
+    if (name == x.name) sh = &x;
+  if (!sh) fail("synth: unknown shape '{}' (known: bitnet-2b4t, tiny)", name);
+  c.vocab_size = sh->vocab;
+  c.hidden_size = sh->hidden;
+  c.intermediate_size = sh->intermediate;
+  c.num_layers = sh->layers;
+  c.num_heads = sh->heads;
+  c.num_kv_heads = sh->kv_heads;
+  c.head_dim = sh->head_dim;
+  c.rope_theta = 500000.0;
+  c.max_position_embeddings = sh->max_pos;
+  c.bos_token_id = sh->bos;
+  c.eos_token_ids = sh->eos;
   return c;
 }
 

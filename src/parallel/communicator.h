@@ -1,7 +1,7 @@
 // tritium parallel: host-side collectives between the ranks of a tensor-parallel group.
 //
 // The CPU forward of a shard calls these on host buffers. make_local_group() returns a group of `world`
-// communicators for threads of one process (the CPU proof of the partitioning, tests/test_tensor_parallel.cpp);
+// communicators for threads of one process (the CPU proof of the partitioning, tests/parallel/test_tensor_parallel.cpp);
 // the GPU path uses NCCL on device buffers instead (parallel/nccl_comm.h).
 #pragma once
 

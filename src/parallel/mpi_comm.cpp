@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 
 #if TRITIUM_HAVE_MPI
@@ -11,11 +12,7 @@
 
 namespace tritium {
 
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (const char* e = std::getenv(v); e && *e) return true;
-  return false;
-}
+bool launched_by_mpi() { return env::launched_by_mpi(); }
 
 #if TRITIUM_HAVE_MPI
 

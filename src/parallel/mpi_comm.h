@@ -2,7 +2,7 @@
 // rank 0 to everyone) and host collectives over MPI_COMM_WORLD.
 //
 // `mpirun -np N tritium serve -m DIR --device cuda --tensor-parallel N` (N processes, one per GPU, on one or more
-// hosts): every process loads the model; start_tensor_parallel (parallel/tp_launch.h) sees the MPI launcher in the
+// hosts): every process loads the model; start_tensor_parallel (executor/tp_launch.h) sees the MPI launcher in the
 // environment, takes rank and world from MPI instead of forking, lets rank 0 create the ncclUniqueId and
 // broadcasts it with MPI_Bcast; each process uses GPU (first device + its local rank on its host). From then on
 // NCCL carries all traffic, exactly as in the single-host fork path.

@@ -7,7 +7,7 @@
 // without them every function throws tritium::Error.
 //
 // NVLink multicast (NVLS) must stay off on shared machines: the caller exports NCCL_NVLS_ENABLE=0 (the launcher
-// in parallel/tp_launch.cpp sets it when absent) and nothing here creates multicast objects.
+// in executor/tp_launch.cpp sets it when absent) and nothing here creates multicast objects.
 #pragma once
 
 #include <cstddef>

@@ -65,11 +65,11 @@ std::unique_ptr<Linear> slice_linear_rows(const Linear& lin, const std::vector<R
     out->set_bias(take_rows(t->bias(), 1, ranges));
     return out;
   }
-  if (const auto* q = dynamic_cast<const Int8LinearLayer*>(&lin)) {
+  if (const auto* q = dynamic_cast<const Int8Linear*>(&lin)) {
     // int8 (LLM.int8() family): codes, per-row scales, row sums and the fp16 copy follow the rows; per-tensor
     // scales and zero points are shared. Activation statistics are taken from the (replicated) input, so each
     // output row is computed exactly as in the unsharded layer.
-    const Int8Linear& impl = q->impl();
+    const Int8Projection& impl = q->impl();
     const Int8Weight& w = impl.weight();
     Int8Weight s;
     s.method = w.method;
@@ -82,7 +82,7 @@ std::unique_ptr<Linear> slice_linear_rows(const Linear& lin, const std::vector<R
       if (!w.row_sum.empty()) s.row_sum.insert(s.row_sum.end(), w.row_sum.begin() + r.begin, w.row_sum.begin() + r.end);
       if (!w.f16.empty()) s.f16.insert(s.f16.end(), w.f16.begin() + r.begin * K, w.f16.begin() + r.end * K);
     }
-    return std::make_unique<Int8LinearLayer>(Int8Linear(std::move(s), take_rows(impl.bias(), 1, ranges), impl.options()));
+    return std::make_unique<Int8Linear>(Int8Projection(std::move(s), take_rows(impl.bias(), 1, ranges), impl.options()));
   }
   fail("tensor parallel: projection format '{}' is not partitioned (float, ternary and int8 only)", lin.format_name());
 }
@@ -127,8 +127,7 @@ TensorParallelPlan make_tp_plan(const Transformer& full, int rank, int world) {
   return p;
 }
 
-std::unique_ptr<Transformer> shard_transformer(const Transformer& full, int rank, int world,
-                                               std::shared_ptr<Communicator> comm) {
+std::unique_ptr<Transformer> shard_transformer(const Transformer& full, int rank, int world) {
   const TensorParallelPlan plan = make_tp_plan(full, rank, world);
   const ModelConfig& c = full.config();
   TRITIUM_CHECK(!full.tp_plan(), "tensor parallel: the model is already a shard");
@@ -170,7 +169,7 @@ std::unique_ptr<Transformer> shard_transformer(const Transformer& full, int rank
   auto lm_head = slice_linear_rows(full.lm_head(), {voc});
   auto embed = full.embedding_shared();
   auto out = std::make_unique<Transformer>(sc, embed, std::move(layers), full.final_norm(), std::move(lm_head));
-  out->set_tensor_parallel(plan, std::move(comm));
+  out->set_tp_plan(plan);
   return out;
 }
 

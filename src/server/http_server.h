@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/openai_protocol.h"
 #include "template/chat_template.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

@@ -286,23 +286,24 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr e = parse_and();
-    while (is_name("or")) {
+  /// One left-associative binary level: next (op next)* while is_op() matches the current token. The node's
+  /// operator name is `name`, or the operator token's own text when name is null.
+  template <class Next, class IsOp>
+  ExprPtr left_assoc(Next next, IsOp is_op, const char* name = nullptr) {
+    ExprPtr e = next();
+    while (is_op()) {
       const Token at = cur();
       advance();
-      e = binary(at, "or", std::move(e), parse_and());
+      e = binary(at, name ? std::string(name) : at.value, std::move(e), next());
     }
     return e;
   }
+
+  ExprPtr parse_or() {
+    return left_assoc([this] { return parse_and(); }, [this] { return is_name("or"); }, "or");
+  }
   ExprPtr parse_and() {
-    ExprPtr e = parse_not();
-    while (is_name("and")) {
-      const Token at = cur();
-      advance();
-      e = binary(at, "and", std::move(e), parse_not());
-    }
-    return e;
+    return left_assoc([this] { return parse_not(); }, [this] { return is_name("and"); }, "and");
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
@@ -347,40 +348,17 @@ class Parser {
     return cmp ? std::move(cmp) : std::move(first);
   }
   ExprPtr parse_math1() {
-    ExprPtr e = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const Token at = cur();
-      advance();
-      e = binary(at, at.value, std::move(e), parse_concat());
-    }
-    return e;
+    return left_assoc([this] { return parse_concat(); }, [this] { return is_op("+") || is_op("-"); });
   }
   ExprPtr parse_concat() {
-    ExprPtr e = parse_math2();
-    while (is_op("~")) {
-      const Token at = cur();
-      advance();
-      e = binary(at, "~", std::move(e), parse_math2());
-    }
-    return e;
+    return left_assoc([this] { return parse_math2(); }, [this] { return is_op("~"); }, "~");
   }
   ExprPtr parse_math2() {
-    ExprPtr e = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const Token at = cur();
-      advance();
-      e = binary(at, at.value, std::move(e), parse_pow());
-    }
-    return e;
+    return left_assoc([this] { return parse_pow(); },
+                      [this] { return is_op("*") || is_op("/") || is_op("//") || is_op("%"); });
   }
   ExprPtr parse_pow() {
-    ExprPtr e = parse_unary(true);
-    while (is_op("**")) {
-      const Token at = cur();
-      advance();
-      e = binary(at, "**", std::move(e), parse_unary(true));
-    }
-    return e;
+    return left_assoc([this] { return parse_unary(true); }, [this] { return is_op("**"); }, "**");
   }
   ExprPtr parse_unary(bool with_filter) {
     DepthGuard g(*this);

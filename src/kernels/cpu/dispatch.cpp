@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace tritium::cpu {
@@ -51,10 +52,7 @@ KernelPath best_kernel_path() {
 KernelPath cpu_kernel_path() {
   const int forced = g_forced.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<KernelPath>(forced);
-  static const std::string env = [] {
-    const char* e = std::getenv("TRITIUM_KERNEL");
-    return std::string(e ? e : "");
-  }();
+  static const std::string env = env::kernel();
   if (env.empty()) return best_kernel_path();
   const KernelPath p = parse_kernel_path(env);
   if (!kernel_path_supported(p)) fail("TRITIUM_KERNEL={}: this CPU does not support that path", env);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -38,9 +39,7 @@ Int8Kernel parse_int8_kernel(std::string_view s, std::string_view what) {
 
 namespace {
 Int8Kernel pick_kernel() {
-  const char* env = std::getenv("TRITIUM_KERNEL");
-  if (env != nullptr && *env != '\0') {
-    const std::string v(env);
+  if (const std::string v = env::kernel(); !v.empty()) {
     const Int8Kernel k = parse_int8_kernel(v, "TRITIUM_KERNEL");
     TRITIUM_CHECK(int8_kernel_supported(k), "TRITIUM_KERNEL={}: this CPU does not support it", v);
     return k;

@@ -7,7 +7,7 @@
 // Every variant returns bit-identical results; the result for row m never depends on M or on
 // the other rows (no batch-dependent blocking of the reduction can change an exact integer sum).
 //
-// Value range contract: x and w must lie in [-127, 127] (the quantizers in src/quant/int8 never
+// Value range contract: x and w must lie in [-127, 127] (the quantizers in src/quant never
 // produce -128). The AVX2 kernel relies on it (sign trick with vpmaddubsw cannot saturate when
 // |x|, |w| <= 127). K <= kInt8GemmMaxK keeps every partial sum inside int32 in all variants
 // (the VNNI kernel accumulates (x + 128) * w before its correction, |.| <= 255 * 127 * K).

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernel of the q4 head format (src/quant/q4_rows.h): per 64 columns, one 32-byte load split
+// AVX-512 VNNI kernel of the q4 head format (src/formats/q4_rows.h): per 64 columns, one 32-byte load split
 // into low / high nibbles (columns 0..31 / 32..63 of the block), vpdpbusd with the int8 activations on top of
 // -8 * (the activations' 4-column sums), so each int32 lane holds sum (u - 8) * x over 4 columns; lanes 0-7
 // belong to the block's first group of 32, lanes 8-15 to the second, and are scaled by their group's scale in
@@ -9,7 +9,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "quant/q4_rows.h"
+#include "kernels/cpu/q4_gemm.h"
 
 namespace tritium::cpu {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ternary_kernels.h"
-#include "quant/ternary_tq1.h"
+#include "formats/ternary_tq1.h"
 
 namespace tritium::cpu::detail {
 namespace {
@@ -190,26 +190,6 @@ void decode_bitcos(const TernaryView& w, int64_t t, uint8_t* out) {
   for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(out + s * 64, d.step(bm[s]));
 }
 
-// ---- dispatch by format ------------------------------------------------------------------------------
-void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* pos,
-               int32_t* out) {
-  switch (w.fmt) {
-    case TernaryFormat::kI2: return gemv_i2(w, t, g0, g1, xp, pos, out);
-    case TernaryFormat::kTQ1: return gemv_tq1(w, t, g0, g1, xp, pos, out);
-    case TernaryFormat::kBitcos: return gemv_bitcos(w, t, g0, g1, xp, pos, out);
-    case TernaryFormat::kInt8: break;
-  }
-}
-
-void decode_tile(const TernaryView& w, int64_t t, uint8_t* out) {
-  switch (w.fmt) {
-    case TernaryFormat::kI2: return decode_i2(w, t, out);
-    case TernaryFormat::kTQ1: return decode_tq1(w, t, out);
-    case TernaryFormat::kBitcos: return decode_bitcos(w, t, out);
-    case TernaryFormat::kInt8: break;
-  }
-}
-
 // ---- GEMM microkernel: MB rows of x against one decoded tile -----------------------------------------
 template <int MB>
 void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int32_t* out) {
@@ -247,7 +227,8 @@ void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, in
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx512() {
-  static const TernaryIsa isa{&gemv_tile, &decode_tile, &mm_codes, 16};
+  static const TernaryIsa isa{&gemv_i2,   &gemv_tq1,   &gemv_bitcos, &decode_i2,
+                               &decode_tq1, &decode_bitcos, &mm_codes, 16};
   return isa;
 }
 

@@ -1,5 +1,5 @@
 // tritium kernels/cpu: W1.58A8 kernels (int8 activations x ternary weights, int32 accumulation) over the
-// tiled packed formats i2 / tq1 / bitcos (layouts in src/quant/ternary_{i2,tq1,bitcos}.h).
+// tiled packed formats i2 / tq1 / bitcos (layouts in src/formats/ternary_{i2,tq1,bitcos}.h).
 //
 // All three formats share one geometry: tiles of 16 consecutive output rows; K padded to Kp, a multiple
 // of 128; a "k-step" is 4 consecutive k. The SIMD paths decode weights to codes c = w + 1 in {0, 1, 2}
@@ -15,35 +15,28 @@
 
 #include <cstdint>
 
-#include "quant/ternary_format.h"
+#include "formats/ternary_format.h"
+#include "formats/ternary_view.h"
 
 namespace tritium::cpu {
 
-inline constexpr int64_t kTileRows = 16;   ///< output rows per tile
-inline constexpr int64_t kStepK = 4;       ///< k per k-step (one 32-bit lane of vpdpbusd)
-inline constexpr int64_t kStepBytes = 64;  ///< bytes of decoded codes per k-step of one tile
-
-/// Read-only view of a packed i2 / tq1 / bitcos matrix (owned by the format object).
-struct TernaryView {
-  TernaryFormat fmt = TernaryFormat::kI2;
-  int64_t n = 0, k = 0;         ///< logical shape [N, K]
-  int64_t tiles = 0;            ///< ceil(N / 16)
-  int64_t kp = 0;               ///< K padded up to a multiple of 128
-  const uint8_t* codes = nullptr;          ///< i2 / tq1 payload
-  const uint64_t* bitmap = nullptr;        ///< bitcos presence words [tiles][kp / 4]
-  const uint64_t* signs = nullptr;         ///< bitcos sign words (+ one trailing zero word)
-  const uint64_t* sign_offsets = nullptr;  ///< bitcos [tiles + 1] bit offset of each tile's signs
-  int64_t groups() const { return kp / kTernaryGroupK; }
-  int64_t steps() const { return kp / kStepK; }
-};
-
-/// acc [M, N] = x [M, K] * W^T exactly (see PackedTernary::gemm_i32), on the active path.
+/// Integer GEMM over any packed format: acc[m * N + n] = sum_k x[m * K + k] * W[n, k] for m < M.
+/// x: int8 [M, K] row-major (any value in [-128, 127]); acc: int32 [M, N]. Multithreaded over output rows
+/// (tritium::parallel_for); M = 1 uses the streaming GEMV kernel, M >= 2 the blocked GEMM kernel. The path
+/// (ref / avx2 / avx512) follows kernels/cpu/dispatch.h; the int8 format runs a plain loop.
+void ternary_gemm_i32(const PackedTernary& w, const int8_t* x, int64_t M, int32_t* acc);
+/// GEMM with per-group weight scales (post-training-quantized models), any packed format:
+///   y[m, n] = act_scale[m] * sum_g group_scales[n * G + g] * (sum_{k in group g} x[m, k] * W[n, k])
+/// with G = ceil(K / 128) groups of 128 along K (the last may be shorter). The inner sums are exact
+/// int32; the float sum over g runs in increasing g from 0.0f, so results are identical on every path.
+/// x: int8 [M, K]; act_scale: float [M] (dequantization multiplier of row m, x ~ x_q * act_scale);
+/// group_scales: float [N, G] (multipliers, W ~ scale * ternary); y: float [M, N].
+void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const float* group_scales, float* y);
+/// The same over a tiled format's view, on the active path.
 void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t* acc);
-/// Group-scaled GEMM (see PackedTernary::gemm_f32), on the active path.
 void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
                       const float* group_scales, float* y);
-/// Scalar decode of tile t to ternary values int8 [16][kp] (rows past N and k past K are 0).
-void ternary_decode_tile_ref(const TernaryView& w, int64_t t, int8_t* out);
 
 namespace detail {
 /// Scalar oracle paths.
@@ -51,20 +44,42 @@ void ternary_gemm_i32_ref(const TernaryView& w, const int8_t* x, int64_t M, int3
 void ternary_gemm_f32_ref(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
                           const float* group_scales, float* y);
 
-/// The per-ISA pieces (AVX2 in ternary_avx2.cpp, AVX-512 in ternary_avx512.cpp).
+/// GEMV of tile t over groups [g0, g1): out[r] = sum_k c[r, k] * xp[k] (codes, k in those groups).
+/// xp: the activation row padded with zeros to kp. sign_pos: bitcos running sign bit position
+/// (start at sign_offsets[t]; advanced), ignored by other formats.
+using GemvTileFn = void (*)(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp,
+                            uint64_t* sign_pos, int32_t* out);
+/// Decodes tile t to codes in lane order: out [kp / 4][64] bytes.
+using DecodeTileFn = void (*)(const TernaryView& w, int64_t t, uint8_t* out);
+
+/// The per-ISA pieces (AVX2 in ternary_avx2.cpp, AVX-512 in ternary_avx512.cpp): one GEMV and one decoder per
+/// tiled format, and the GEMM microkernel; the dispatch by format is here, once for every ISA.
 struct TernaryIsa {
-  /// GEMV of tile t over groups [g0, g1): out[r] = sum_k c[r, k] * xp[k] (codes, k in those groups).
-  /// xp: the activation row padded with zeros to kp. sign_pos: bitcos running sign bit position
-  /// (start at sign_offsets[t]; advanced), ignored by other formats.
-  void (*gemv_tile)(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp,
-                    uint64_t* sign_pos, int32_t* out);
-  /// Decodes tile t to codes in lane order: out [kp / 4][64] bytes.
-  void (*decode_tile)(const TernaryView& w, int64_t t, uint8_t* out);
+  GemvTileFn gemv_i2, gemv_tq1, gemv_bitcos;
+  DecodeTileFn decode_i2, decode_tq1, decode_bitcos;
   /// Microkernel: out[i * 16 + r] = sum over k-steps s in [s0, s1) of codes[s][4r + j] * x_i[4s + j],
   /// for rows x_i = xp + i * ldx, i < mb, mb <= max_mb.
   void (*mm_codes)(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb,
                    int32_t* out);
   int max_mb;
+
+  void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* sign_pos,
+                 int32_t* out) const {
+    switch (w.fmt) {
+      case TernaryFormat::kI2: return gemv_i2(w, t, g0, g1, xp, sign_pos, out);
+      case TernaryFormat::kTQ1: return gemv_tq1(w, t, g0, g1, xp, sign_pos, out);
+      case TernaryFormat::kBitcos: return gemv_bitcos(w, t, g0, g1, xp, sign_pos, out);
+      case TernaryFormat::kInt8: break;
+    }
+  }
+  void decode_tile(const TernaryView& w, int64_t t, uint8_t* out) const {
+    switch (w.fmt) {
+      case TernaryFormat::kI2: return decode_i2(w, t, out);
+      case TernaryFormat::kTQ1: return decode_tq1(w, t, out);
+      case TernaryFormat::kBitcos: return decode_bitcos(w, t, out);
+      case TernaryFormat::kInt8: break;
+    }
+  }
 };
 const TernaryIsa& ternary_isa_avx2();
 const TernaryIsa& ternary_isa_avx512();

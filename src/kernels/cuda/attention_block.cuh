@@ -1,8 +1,7 @@
 // tritium kernels/cuda: the decode/paged attention of one (query row, head, chunk) as a block-level device
-// function, shared by attention_kernel (attention.cu: one block per work item) and the persistent decode kernel
-// (decode_persistent.cu: each block of a grid-wide loop takes work items). Block of 256 threads; the algorithm
-// is described at the top of attention.cu. Activations (q, k, v) are read with ld.global.cg (L2, not L1): in the
-// persistent kernel they were written by other blocks of the same launch.
+// function, the body of attention_kernel (attention.cu: one block per work item). Block of 256 threads; the
+// algorithm is described at the top of attention.cu. The row's q and new k / v are read once per block, with
+// ld.global.cg (through L2, not L1).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,8 +29,7 @@ __device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s,
 
 /// One (row r, head h, chunk z) work item of the paged attention; every thread of the 256-thread block calls
 /// it with the same arguments. z is ignored without SPLIT. U: positions per 8-lane group in flight per step (the
-/// block takes 32 U positions per step). rope_row (FUSED): the row of cos_t / sin_t to use; -1 = pos[r] (the
-/// persistent kernel passes tables it staged in shared memory with that one row).
+/// block takes 32 U positions per step). FUSED: RoPE at position pos[r] from the tables cos_t / sin_t.
 template <int D, bool FUSED, bool SPLIT, int U = 2>
 __device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H,
                                                 int KVH, const int32_t* __restrict__ pos,
@@ -39,8 +37,7 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
                                                 int btw, int bs, float* __restrict__ kpool,
                                                 float* __restrict__ vpool, float* __restrict__ out, float scale,
                                                 const float* __restrict__ cos_t, const float* __restrict__ sin_t,
-                                                int nsplit, float* __restrict__ part, int* __restrict__ cnt,
-                                                int rope_row = -1) {
+                                                int nsplit, float* __restrict__ part, int* __restrict__ cnt) {
   constexpr int DL = D / 8;
   static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
   __shared__ float m_s[32], l_s[32];
@@ -70,7 +67,7 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
   const int warp_first = grp & ~3;
   float cs[FUSED ? DL : 1], sn[FUSED ? DL : 1];
   if constexpr (FUSED) {
-    const int64_t cb = static_cast<int64_t>(rope_row >= 0 ? rope_row : n_all - 1) * (D / 2) + (sub % 4) * DL;
+    const int64_t cb = static_cast<int64_t>(n_all - 1) * (D / 2) + (sub % 4) * DL;
 #pragma unroll
     for (int i = 0; i < DL; ++i) cs[i] = cos_t[cb + i], sn[i] = sin_t[cb + i];
   }

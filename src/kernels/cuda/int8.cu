@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kUnionThreads) union_list_kernel(const uint32_
   if (threadIdx.x == 0) ucols[k] = total;
 }
 
-/// Codes of one row with the statistics of its mode (see Int8Linear::forward step 1).
+/// Codes of one row with the statistics of its mode (see Int8Projection::forward step 1).
 __global__ void __launch_bounds__(kThreads) quant_kernel(const float* __restrict__ x, int64_t ldx, int k, int kp, int kw,
                                                          int mode, const int32_t* __restrict__ gb,
                                                          const float* __restrict__ stat,

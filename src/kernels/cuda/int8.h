@@ -1,5 +1,5 @@
 // tritium kernels/cuda: the GPU side of the int8 linear layers (LLM.int8(), Dettmers et al. 2022; the arithmetic
-// of every method is the one of src/quant/int8/int8_linear.h, which these kernels reproduce bit for bit).
+// of every method is the one of src/quant/int8_projection.h, which these kernels reproduce bit for bit).
 //
 // Only code built with TRITIUM_HAVE_CUDA includes this header. Device pointers in, launches on `stream`, nothing
 // synchronizes; every wrapper throws tritium::Error on a launch error.
@@ -46,7 +46,7 @@ struct Int8ActBuffers {
 
 /// Quantizes x float32 [rows, k] (row stride ldx) into b.xq [rows, kp] and the per-row parameters, with the
 /// statistics of `mode` taken per request (see the file comment). alpha: the LLM.int8() outlier threshold.
-/// Matches Int8Linear::forward exactly: fp32 scales 127 / absmax and absmax / 127 correctly rounded, codes
+/// Matches Int8Projection::forward exactly: fp32 scales 127 / absmax and absmax / 127 correctly rounded, codes
 /// round_half_even(double(x) * double(inv)) clamped to [-127, 127].
 void int8_quantize_activations(const float* x, int64_t ldx, int rows, int k, int kp, Int8ActMode mode, float alpha,
                                const int32_t* seq, const int32_t* row_map, const Int8ActBuffers& b,
@@ -57,7 +57,7 @@ void int8_quantize_activations(const float* x, int64_t ldx, int rows, int k, int
 void int8_gemv_dp4a(const int8_t* w, int np, int kp, const int8_t* xq, int M, int32_t* acc, int64_t ldc,
                     cudaStream_t stream);
 
-/// The dequantization epilogue of an int8 projection, everything after the integer product (Int8Linear::forward
+/// The dequantization epilogue of an int8 projection, everything after the integer product (Int8Projection::forward
 /// steps 3-5), in fp32 with the CPU's operation order (no contraction):
 ///   y = float(acc[m, n]) * (sx[m] * sw[n])                          (zero-point: float(exact int64 corrected acc))
 ///   LLM.int8(): y += sum_{c in O(m), ascending} x[m, c] * w16(n, c)  (fp32, O(m) = the outlier columns of m's request)

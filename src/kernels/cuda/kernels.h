@@ -3,12 +3,13 @@
 // Only code built with TRITIUM_HAVE_CUDA includes this header. Every wrapper checks its launch and throws
 // tritium::Error (through cuda_fail) on a CUDA error; none synchronizes.
 //
-// Ternary weights on the GPU use the "tc2" layout (2 bits/weight, see pack_tc2 in ternary_tc2.h; the opt-in "tcb"
-// bit-plane layout and its binary-MMA kernel are described in ternary_tcb.h and at tcb_matmul below): codes
-// c = w + 1 in {0, 1, 2}. The kernels multiply the codes with int8 activations (dp4a or int8 tensor-core MMA,
-// int32 accumulation) and subtract the row sum of the activations: sum_k w_k x_k = sum_k c_k x_k - sum_k x_k.
-// Integer results are exact, so they equal the CPU ternary kernels bit for bit; the dequantization epilogue
-// y = (float(acc) * inv_scale[m]) * segment_scale[n] uses the CPU's float operation order, so y is bit-exact too.
+// Ternary weights on the GPU use one of two layouts (docs/formats.md, "GPU weight layouts (tc2, tcb)"), 2 bits per
+// weight each. tc2 (pack_tc2 in formats/ternary_tc2.h): codes c = w + 1 in {0, 1, 2}; ternary_matmul multiplies the
+// codes with int8 activations (dp4a or int8 tensor-core MMA, int32 accumulation) and subtracts the row sum of the
+// activations: sum_k w_k x_k = sum_k c_k x_k - sum_k x_k. tcb (pack_tcb in formats/ternary_tcb.h): bit planes of
+// the +1 and -1 weights for the binary tensor-core MMA of tcb_matmul. Integer results are exact, so they equal the
+// CPU ternary kernels bit for bit; the dequantization epilogue y = (float(acc) * inv_scale[m]) * segment_scale[n]
+// uses the CPU's float operation order, so y is bit-exact too.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,26 +42,36 @@ struct TernaryEpilogue {
   float seg_scale[3] = {1.f, 1.f, 1.f};
 };
 
+/// The kernels of ternary_matmul.
+enum class TernaryKernel {
+  kAuto,      ///< dp4a GEMV at M = 1, int8 MMA GEMV for 2 <= M <= 16, int8 MMA GEMM above
+  kDp4aGemv,  ///< dp4a GEMV (M <= 16): lanes_or_warps lanes of a warp per weight row
+  kMmaGemm,   ///< int8 tensor-core GEMM (any M)
+  kMmaGemv,   ///< int8 tensor-core GEMV (M <= 16): 16 weight rows per block of lanes_or_warps warps, the tokens in
+              ///< the MMA's N columns
+};
+
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
-/// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M].
-/// kernel: 0 = automatic (dp4a GEMV at M = 1, int8 MMA GEMV for 2 <= M <= 16, int8 MMA GEMM above),
-/// 1 = dp4a GEMV (M <= 16), 2 = int8 tensor-core GEMM (any M), 3 = dp4a GEMV with every weight piece of a lane
-/// loaded before the first use (M <= 4), 4 = int8 tensor-core GEMV (M <= 16; 16 weight rows per block, the
-/// tokens in the MMA's N columns). layout (GEMV only; 0 = automatic): kernels 1 and 3, lanes of a warp per
-/// weight row, 8, 16 or 32 (32: 256-thread blocks); kernel 4, warps per 16-row block, 4 or 8.
-/// Throws tritium::Error on bad arguments.
+/// (zero-padded past k), their row sums sumq [M] and dequantization multipliers inv_s [M], by `kernel`.
+/// lanes_or_warps, the shape of the GEMV that runs (0 = automatic; ignored by the GEMM): for the dp4a GEMV the
+/// lanes of a warp per weight row, 8, 16 or 32 (32: 256-thread blocks); for the MMA GEMV the warps per 16-row
+/// block, 4 or 8. weights_from_stream: w was written by a kernel on `stream` (tcb_to_tc2); the launch then waits
+/// for it without programmatic dependent launch, since the GEMVs read their weights before waiting for the
+/// previous kernel (launch.cuh). Throws tritium::Error on bad arguments.
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-                    const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream, int kernel = 0,
-                    int layout = 0);
+                    const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream,
+                    TernaryKernel kernel = TernaryKernel::kAuto, int lanes_or_warps = 0,
+                    bool weights_from_stream = false);
 
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
-                        int32_t* acc, cudaStream_t stream, int kernel = 0, int layout = 0);
+                        int32_t* acc, cudaStream_t stream, TernaryKernel kernel = TernaryKernel::kAuto,
+                        int lanes_or_warps = 0, bool weights_from_stream = false);
 
 /// True when the device can run tcb_matmul (binary tensor-core MMA: sm_80 or newer).
 bool tcb_supported();
 
-/// Ternary GEMV/GEMM over tcb weights (ternary_tcb.h: bit planes [np / 16][kp / 256][2][32][4] uint32 and
+/// Ternary GEMV/GEMM over tcb weights (formats/ternary_tcb.h: bit planes [np / 16][kp / 256][2][32][4] uint32 and
 /// neg_count [np] int32, n real rows) with the activations' bit planes xb [M, kp / 4] uint32 (tcb_planes, or
 /// norm_quant's planes output) and dequantization multipliers inv_s [M]; same epilogue and the same exact int32
 /// sums as ternary_matmul (so the same y bits). One warp per 16-row tile and chunk range (ksplit warps per tile:
@@ -75,12 +86,13 @@ void tcb_matmul_i32(const uint32_t* w, const int32_t* neg_count, int n, int kp, 
                     int32_t* acc, cudaStream_t stream, int ksplit = 0);
 
 /// Rewrites tcb weights (n rows, kp) as tc2 words [np2, kp / 16] (np2 >= n, a multiple of 64; rows past n weight
-/// 0): the prefill path, where the int8 tensor-core GEMM over tc2 beats the tcb kernel. Throws tritium::Error on
-/// bad shapes.
+/// 0): the path of rows of more than one token over tcb weights, where the int8 tensor-core kernels over tc2 beat
+/// the tcb kernel (pass weights_from_stream to the ternary_matmul that reads `out`). Throws tritium::Error on bad
+/// shapes.
 void tcb_to_tc2(const uint32_t* w, int n, int kp, uint32_t* out, int np2, cudaStream_t stream);
 
 /// The tcb activation bit planes of int8 rows q [rows, kp] (kp a multiple of 256): xb [rows, kp / 4] uint32, as
-/// pack_tcb_activations in ternary_tcb.h.
+/// pack_tcb_activations in formats/ternary_tcb.h.
 void tcb_planes(const int8_t* q, int rows, int kp, uint32_t* xb, cudaStream_t stream);
 
 /// Ternary GEMV over the GPU BITCOS layout (pack_bitcos_gpu in ternary_bitcos_gpu.h: masks [n, kp / 32],

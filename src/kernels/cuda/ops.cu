@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
   pdl_trigger();
   pdl_wait();
   float4 v[VPT];
-  row_load<kVecThreads, VPT, MODE, false>(x + static_cast<int64_t>(src) * ldx, n4, v);
+  row_load<kVecThreads, VPT, MODE>(x + static_cast<int64_t>(src) * ldx, n4, v);
   if (weight) row_rms_norm<kVecThreads>(v, wv, D, eps, sm);
   if (y) {
 #pragma unroll

@@ -1,5 +1,6 @@
-// tritium kernels/cuda: element operations shared by the row kernels (ops.cu) and the persistent decode kernel
-// (decode_persistent.cu), written with explicit rounding so both produce the CPU reference's bits.
+// tritium kernels/cuda: the block-level row pipeline of the row kernels (ops.cu: norm_quant, glu_norm_quant) and the
+// warp bit transpose of the tcb activation planes (also used by tcb_planes in ternary_tcb.cu), written with explicit
+// rounding so that they produce the CPU reference's bits.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -53,24 +54,23 @@ struct RowScratch {
   int i[NT / 32];
 };
 
-// The block-level row pipeline of norm_quant / glu_norm_quant (ops.cu) and the persistent decode kernel: the
-// row's n4 float4 are held in registers, thread t owning float4 t + j * NT in v[j] (j < VPT).
+// The block-level row pipeline of norm_quant / glu_norm_quant (ops.cu): the row's n4 float4 are held in registers,
+// thread t owning float4 t + j * NT in v[j] (j < VPT).
 
 /// Loads the row: MODE 0 src itself, MODE 1 / 2 the GLU (relu^2 / SiLU) of src = [gate | up] (n4 float4 each);
-/// zeros past n4. CG: read through L2 only (data written by other blocks of the same launch).
-template <int NT, int VPT, int MODE, bool CG>
+/// zeros past n4.
+template <int NT, int VPT, int MODE>
 __device__ __forceinline__ void row_load(const float* src, int n4, float4 (&v)[VPT]) {
   const float4* s4 = reinterpret_cast<const float4*>(src);
-  auto ld = [&](int i) { return CG ? __ldcg(s4 + i) : s4[i]; };
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * NT;
     v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (i < n4) {
       if (MODE == 0) {
-        v[j] = ld(i);
+        v[j] = s4[i];
       } else {
-        const float4 g = ld(i), u = ld(n4 + i);
+        const float4 g = s4[i], u = s4[n4 + i];
         v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
                            glu_one(g.w, u.w, MODE));
       }
@@ -148,8 +148,9 @@ __device__ __forceinline__ void row_quantize(const float4 (&v)[VPT], int n4, Row
 /// the warp: five shuffle stages (each swaps the off-diagonal blocks of one size: a shuffle, a rotate and a bit
 /// select), then one shuffle from lane 8 b + p. Stored for blk_j < nblk into xb [nblk / 2 chunks][32 lanes][2
 /// halves]. The V words go through each stage together, so their shuffle latencies overlap (a branch per word
-/// inside the stages measured slower than one word after the other). Every lane of the warp must call it. (The first version took one ballot per (plane, byte): 32 ballots and selects per word, which
-/// cost +1.1 us on a 2560-wide row and +2.9 us on a 6912-wide one, bench/CUDA_NOTES.md version 12.)
+/// inside the stages measured slower than one word after the other). Every lane of the warp must call it. (A warp
+/// ballot per (plane, byte) instead, 32 ballots and selects per word, costs +1.1 us on a 2560-wide row and +2.9 us
+/// on a 6912-wide one: bench/CUDA_NOTES.md, "Row kernels: normalization, quantization, bit planes".)
 template <int V>
 __device__ __forceinline__ void warp_planes(const uint32_t (&cw)[V], int blk0, int stride, int nblk,
                                             uint32_t* __restrict__ xb) {

@@ -1,6 +1,5 @@
-// tritium kernels/cuda: device pieces of the tcb layout (ternary_tcb.h) shared by the tcb GEMV (ternary_tcb.cu)
-// and the persistent decode kernel (decode_persistent.cu): the binary tensor-core MMA and the combination of its
-// 8 bit-plane columns into the exact dot product.
+// tritium kernels/cuda: device pieces of the tcb GEMV (ternary_tcb.cu) over the tcb layout (ternary_tcb.h): the
+// binary tensor-core MMA and the combination of its 8 bit-plane columns into the exact dot product.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -25,11 +25,11 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
 // dp4a GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights)
 // c = sub, sub + LPR, ...; WARPS warps per block. The activations of the M tokens are staged in shared memory as
 // [m][q][chunk] uint4 (q = which 16 bytes of the chunk's 64) so that the LPR lanes of a row read consecutive
-// 16-byte words (no bank conflicts). U pieces per lane are loaded before the first use (and before waiting for
-// the previous kernel: weights do not depend on it); with U >= the pieces of a lane (kernel 3) the whole row is
-// in flight at once and the loop runs once. The four code groups of a word are only masked, not shifted
-// (word & (0x03030303 << 2g) = 4^g * codes), and summed into four accumulators per token, combined at the end as
-// a0 + a1 / 4 + a2 / 16 + a3 / 64 (exact: each a_g is a multiple of 4^g): 4 logic operations per word, not 7.
+// 16-byte words (no bank conflicts). U pieces per lane are loaded before the first use and before waiting for
+// the previous kernel (weights written on the stream are launched without PDL, see run()). The four code groups
+// of a word are only masked, not shifted (word & (0x03030303 << 2g) = 4^g * codes), and summed into four
+// accumulators per token, combined at the end as a0 + a1 / 4 + a2 / 16 + a3 / 64 (exact: each a_g is a multiple
+// of 4^g): 4 logic operations per word, not 7.
 template <int M, int LPR, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_kernel(const uint4* __restrict__ w, int n, int nch,
                                                               const int8_t* __restrict__ xq,
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
 // dp4a GEMV launch: 4 warps per block with 8 or 16 lanes per row, 8 warps (one row each) with 32.
 template <int M, int LPR, int U>
 void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
-                 const Epi& ep, cudaStream_t st) {
+                 const Epi& ep, cudaStream_t st, bool pdl) {
   constexpr int WARPS = LPR == 32 ? 8 : 4;
   const int nch = kp / 64;
   const size_t smem = static_cast<size_t>(M) * kp;
@@ -297,33 +297,21 @@ void launch_gemv(const uint32_t* w, int n, int np, int kp, const int8_t* xq, con
     smem_set = static_cast<int>(smem);
   }
   const int rows_per_block = WARPS * (32 / LPR);
-  launch(kern, dim3(np / rows_per_block), dim3(WARPS * 32), smem, st, "ternary GEMV",
-         reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
+  launch_pdl(pdl, kern, dim3(np / rows_per_block), dim3(WARPS * 32), smem, st, "ternary GEMV",
+             reinterpret_cast<const uint4*>(w), n, nch, xq, sumq, inv_s, ep);
 }
 
-// kernel 1: U = 4 pieces per lane in flight up to 4 tokens, 2 above; kernel 3 (at most 4 tokens): every piece
-// of the lane's row in flight at once (U = 4, 8 or 16 >= ceil(chunks / LPR); 16 and a loop beyond 1024 chunks).
+// dp4a GEMV: U = 4 pieces per lane in flight up to 4 tokens, 2 above.
 template <int M, int LPR>
-void gemv_u(int kernel, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-            const float* inv_s, const Epi& ep, cudaStream_t st) {
-  if constexpr (M <= 4) {
-    const int pieces = (kp / 64 + LPR - 1) / LPR;
-    if (kernel == 3 && pieces > 4) {
-      if (pieces <= 8) launch_gemv<M, LPR, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-      else launch_gemv<M, LPR, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-      return;
-    }
-    launch_gemv<M, LPR, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  } else {
-    (void)kernel;
-    launch_gemv<M, LPR, 2>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  }
+void gemv_u(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s,
+            const Epi& ep, cudaStream_t st, bool pdl) {
+  launch_gemv<M, LPR, (M <= 4 ? 4 : 2)>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
 }
 
 // MMA GEMV launch: one block of WARPS warps per 16 rows, U steps of four chunks per warp in flight.
 template <int M, int U, int WARPS>
 void launch_gemv_mma(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-                     const float* inv_s, const Epi& ep, cudaStream_t st) {
+                     const float* inv_s, const Epi& ep, cudaStream_t st, bool pdl) {
   constexpr int NT = (M + 7) / 8;
   const size_t smem = std::max<size_t>(static_cast<size_t>(M) * kp, WARPS * 16 * 8 * NT * sizeof(int));
   auto kern = tc2_gemv_mma_kernel<M, U, WARPS>;
@@ -333,56 +321,64 @@ void launch_gemv_mma(const uint32_t* w, int n, int np, int kp, const int8_t* xq,
           "ternary MMA GEMV smem attribute");
     smem_set = static_cast<int>(smem);
   }
-  launch(kern, dim3(np / 16), dim3(WARPS * 32), smem, st, "ternary MMA GEMV", reinterpret_cast<const uint4*>(w), n,
-         kp / 64, xq, sumq, inv_s, ep);
+  launch_pdl(pdl, kern, dim3(np / 16), dim3(WARPS * 32), smem, st, "ternary MMA GEMV",
+             reinterpret_cast<const uint4*>(w), n, kp / 64, xq, sumq, inv_s, ep);
 }
 
+// The GEMVs at M tokens: the MMA GEMV with lanes_or_warps warps per 16-row block, or the dp4a GEMV with
+// lanes_or_warps lanes per weight row (both validated by run()).
 template <int M>
-void gemv(int kernel, int layout, const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-          const float* inv_s, const Epi& ep, cudaStream_t st) {
-  if (kernel == 4) {
-    if (layout == 8) launch_gemv_mma<M, 2, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-    else launch_gemv_mma<M, 3, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st);
-  } else if (layout == 8) {
-    gemv_u<M, 8>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
-  } else if (layout == 16) {
-    gemv_u<M, 16>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+void gemv(TernaryKernel kernel, int lanes_or_warps, const uint32_t* w, int n, int np, int kp, const int8_t* xq,
+          const int32_t* sumq, const float* inv_s, const Epi& ep, cudaStream_t st, bool pdl) {
+  if (kernel == TernaryKernel::kMmaGemv) {
+    if (lanes_or_warps == 8) launch_gemv_mma<M, 2, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
+    else launch_gemv_mma<M, 3, 4>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
+  } else if (lanes_or_warps == 8) {
+    gemv_u<M, 8>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
+  } else if (lanes_or_warps == 16) {
+    gemv_u<M, 16>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
   } else {
-    gemv_u<M, 32>(kernel, w, n, np, kp, xq, sumq, inv_s, ep, st);
+    gemv_u<M, 32>(w, n, np, kp, xq, sumq, inv_s, ep, st, pdl);
   }
 }
 
+// pdl false: launched without programmatic dependent launch (the weights were written by the previous kernel, and
+// the GEMVs load them before their pdl_wait()).
 void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, const float* inv_s, int M,
-         const Epi& ep, cudaStream_t st, int kernel, int layout) {
+         const Epi& ep, cudaStream_t st, TernaryKernel kernel, int lanes_or_warps, bool pdl) {
   if (n <= 0 || np % 64 || np < n || kp <= 0 || kp % 64 || M <= 0) {
     check(cudaErrorInvalidValue, "ternary_matmul (bad shape)");
   }
-  // Measured on the H200 (bench/RESULTS.md; bench/CUDA_NOTES.md, version 8): the dp4a GEMV at one token, the
-  // MMA GEMV from 2 to 16 tokens (1.3-3x faster than the dp4a GEMV and the GEMM there), the MMA GEMM above.
-  if (kernel == 0) kernel = M == 1 ? 1 : (M <= 16 ? 4 : 2);
-  if (kernel < 1 || kernel > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
-  if (kernel != 2 && M > 16) check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
-  if (kernel == 3 && M > 4) check(cudaErrorInvalidValue, "ternary_matmul (kernel 3 takes at most 4 tokens)");
-  if (kernel == 2) {
+  // The automatic choice, measured on the H200 (bench/CUDA_NOTES.md, "Ternary GEMV and GEMM kernels"): the dp4a
+  // GEMV at one token, the MMA GEMV from 2 to 16 tokens (1.3-3x faster than the dp4a GEMV and the GEMM there), the
+  // MMA GEMM above.
+  if (kernel == TernaryKernel::kAuto)
+    kernel = M == 1 ? TernaryKernel::kDp4aGemv : (M <= 16 ? TernaryKernel::kMmaGemv : TernaryKernel::kMmaGemm);
+  if (kernel != TernaryKernel::kDp4aGemv && kernel != TernaryKernel::kMmaGemm && kernel != TernaryKernel::kMmaGemv)
+    check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
+  if (kernel != TernaryKernel::kMmaGemm && M > 16)
+    check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
+  if (kernel == TernaryKernel::kMmaGemm) {
     dim3 grid(np / 64, (M + 63) / 64);
-    launch(tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n, kp / 64,
-           xq, M, sumq, inv_s, ep);
+    launch_pdl(pdl, tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n,
+               kp / 64, xq, M, sumq, inv_s, ep);
     return;
   }
-  if (kernel == 4) {
+  if (kernel == TernaryKernel::kMmaGemv) {
     // Warps per 16-row tile: 8 below 8192 rows (fewer tiles, so more warps share a tile's row chunks), else 4.
-    if (layout == 0) layout = np < 8192 ? 8 : 4;
-    if (layout != 4 && layout != 8) check(cudaErrorInvalidValue, "ternary_matmul (MMA GEMV: 4 or 8 warps)");
+    if (lanes_or_warps == 0) lanes_or_warps = np < 8192 ? 8 : 4;
+    if (lanes_or_warps != 4 && lanes_or_warps != 8)
+      check(cudaErrorInvalidValue, "ternary_matmul (MMA GEMV: 4 or 8 warps)");
   } else {
     // Lanes per row: 8 (16 rows per block) when that gives about two blocks per SM; else 32 (one warp per row,
     // 8 per block: more bytes in flight) on long rows, 16 (8 rows per block) on short ones.
-    if (layout == 0) layout = np / 16 >= 264 ? 8 : (kp >= 4096 ? 32 : 16);
-    if (layout != 8 && layout != 16 && layout != 32)
+    if (lanes_or_warps == 0) lanes_or_warps = np / 16 >= 264 ? 8 : (kp >= 4096 ? 32 : 16);
+    if (lanes_or_warps != 8 && lanes_or_warps != 16 && lanes_or_warps != 32)
       check(cudaErrorInvalidValue, "ternary_matmul (dp4a GEMV: 8, 16 or 32 lanes per row)");
   }
   switch (M) {
 #define TRITIUM_GEMV_CASE(MM) \
-  case MM: gemv<MM>(kernel, layout, w, n, np, kp, xq, sumq, inv_s, ep, st); break;
+  case MM: gemv<MM>(kernel, lanes_or_warps, w, n, np, kp, xq, sumq, inv_s, ep, st, pdl); break;
     TRITIUM_GEMV_CASE(1) TRITIUM_GEMV_CASE(2) TRITIUM_GEMV_CASE(3) TRITIUM_GEMV_CASE(4)
     TRITIUM_GEMV_CASE(5) TRITIUM_GEMV_CASE(6) TRITIUM_GEMV_CASE(7) TRITIUM_GEMV_CASE(8)
     TRITIUM_GEMV_CASE(9) TRITIUM_GEMV_CASE(10) TRITIUM_GEMV_CASE(11) TRITIUM_GEMV_CASE(12)
@@ -521,16 +517,17 @@ void run_bitcos(const uint32_t* masks, const uint32_t* row_offsets, const uint32
 }  // namespace
 
 void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
-                    const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream, int kernel,
-                    int layout) {
+                    const float* inv_s, int M, const TernaryEpilogue& e, cudaStream_t stream, TernaryKernel kernel,
+                    int lanes_or_warps, bool weights_from_stream) {
   const Epi ep = make_epi(e);
-  run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, layout);
+  run(w, n, np, kp, xq, sumq, inv_s, M, ep, stream, kernel, lanes_or_warps, !weights_from_stream);
 }
 
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
-                        int32_t* acc, cudaStream_t stream, int kernel, int layout) {
+                        int32_t* acc, cudaStream_t stream, TernaryKernel kernel, int lanes_or_warps,
+                        bool weights_from_stream) {
   const Epi ep = make_epi_i32(acc);
-  run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, layout);
+  run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, lanes_or_warps, !weights_from_stream);
 }
 
 void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,

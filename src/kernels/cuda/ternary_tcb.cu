@@ -176,10 +176,11 @@ __global__ void tcb_planes_kernel(const int8_t* __restrict__ q, int kc, uint32_t
   warp_planes<1>(codes, blk, 0, 2 * kc, xb + static_cast<int64_t>(r) * kc * 64);
 }
 
-// tcb -> tc2 (ternary_tc2.h) for the prefill GEMM: one thread per tc2 word (row r, k = 16 j .. 16 j + 15); byte b,
-// bits 2g of it is the code of k = 16 j + 4 g + b, which in tcb is bit i = 4 (j % 8) + g of register
+// tcb -> tc2 (ternary_tc2.h) for rows of more than one token: one thread per tc2 word (row r, k = 16 j .. 16 j +
+// 15); byte b, bits 2g of it is the code of k = 16 j + 4 g + b, which in tcb is bit i = 4 (j % 8) + g of register
 // (h = (j % 16) / 8, row half) of lane (r % 8) * 4 + b in chunk j / 16. Rows past the tcb rows get code 1 (w = 0).
-__global__ void tcb_to_tc2_kernel(const uint32_t* __restrict__ w, int tcb_rows, int kc, int np2, uint32_t* __restrict__ out) {
+__global__ void tcb_to_tc2_kernel(const uint32_t* __restrict__ w, int tcb_rows, int kc, int np2,
+                                  uint32_t* __restrict__ out) {
   pdl_trigger();
   pdl_wait();
   const int wpr = kc * 16;  // tc2 words per row (kp / 16)
@@ -240,7 +241,7 @@ void run_tcb(const uint32_t* w, const int32_t* negc, int n, int kp, const uint32
   if (n <= 0 || kp <= 0 || kp % 256 || M <= 0) check(cudaErrorInvalidValue, "tcb_matmul (bad shape)");
   const int kc = kp / 256;
   // Automatic: the fewest warps per tile whose parts fit one pass of kSlab chunks (measured on the H200, one token:
-  // splitting further was slower on every 2B4T shape, bench/CUDA_NOTES.md version 11).
+  // splitting further was slower on every 2B4T shape; bench/CUDA_NOTES.md, "Ternary GEMV and GEMM kernels").
   if (ksplit == 0) ksplit = std::min(4, (kc + kSlab - 1) / kSlab);
   if (ksplit < 1 || ksplit > 4) check(cudaErrorInvalidValue, "tcb_matmul (ksplit: 1..4)");
   if (M == 1) launch_tcb_ks<1>(ksplit, w, negc, n, kc, xb, inv_s, M, ep, st);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds what bench/device/run.sh needs on the GPU machine and packs it into .device/payload.tar.xz (git-ignored):
+# bin/tritium and bin/tritium_tests built here for sm_90 (stripped), lib/ the shared libraries they need that the
+# device image lacks (the Debian ones: fmt, ICU, PCRE2, Open MPI, ...; CUDA's own libraries are on the device),
+# shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2).
+# Usage, from the repository root: bench/device/pack.sh   (then call the device with carry [".device"])
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SHARED=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DTRITIUM_BUILD_BENCH=OFF >/dev/null
+cmake --build build-cuda -j "${JOBS:-$(nproc)}" --target tritium tritium_tests
+P=$(mktemp -d)
+mkdir -p "$P/bin" "$P/lib" "$P/shared/models" "$P/shared/data"
+cp build-cuda/tritium build-cuda/tritium_tests "$P/bin/" && strip "$P/bin/"*
+# Every non-system, non-CUDA library the binaries load.
+ldd build-cuda/tritium build-cuda/tritium_tests | awk '/=> \//{print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so' |
+  while read -r l; do cp -L "$l" "$P/lib/"; done
+cp -r "$SHARED/models/tiny-qwen2" "$P/shared/models/"
+cp -r "$SHARED/golden" "$P/shared/"
+mkdir -p "$P/shared/data/wikitext-2-raw" && cp "$SHARED/data/wikitext-2-raw/wiki.test.raw" "$P/shared/data/wikitext-2-raw/"
+mkdir -p .device && tar -C "$P" -cJf .device/payload.tar.xz . && rm -rf "$P"
+ls -la .device/payload.tar.xz

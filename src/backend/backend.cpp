@@ -1,0 +1,26 @@
+#include "backend/backend.h"
+
+#include "core/error.h"
+
+namespace tritium {
+
+BatchShape validate_batch(const ModelConfig& c, std::span<const BatchChunk> batch, const KvCache& cache) {
+  BatchShape s;
+  for (const auto& ch : batch) {
+    TRITIUM_CHECK(!ch.tokens.empty(), "forward: empty chunk");
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    TRITIUM_CHECK(end <= c.max_position_embeddings, "forward: position {} exceeds the model context of {} tokens",
+                  end - 1, c.max_position_embeddings);
+    TRITIUM_CHECK(static_cast<int64_t>(ch.block_table.size()) * cache.block_size() >= end,
+                  "forward: block table covers {} positions, need {}", ch.block_table.size() * cache.block_size(),
+                  end);
+    for (int32_t tok : ch.tokens)
+      TRITIUM_CHECK(tok >= 0 && tok < c.vocab_size, "forward: token id {} outside the vocabulary of {}", tok,
+                    c.vocab_size);
+    s.tokens += static_cast<int64_t>(ch.tokens.size());
+    s.logit_rows += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+  }
+  return s;
+}
+
+}  // namespace tritium

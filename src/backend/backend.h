@@ -1,0 +1,67 @@
+// tritium backend: the interface of a device that runs a Transformer's forward pass (CPU: backend/cpu, NVIDIA GPUs:
+// backend/cuda, a tensor-parallel group: executor/tp_launch.h).
+//
+// One forward call processes a flattened batch of sequence chunks (vLLM style): every chunk brings new tokens of
+// one sequence starting at its current position, prefill and decode chunks mixed. Projections run as one GEMM
+// over all tokens of the batch; attention runs per sequence over its paged KV cache (kv/kv_cache.h), addressed
+// by the chunk's block table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+
+namespace tritium {
+
+/// One chunk of a batch: `tokens` are new tokens of one sequence placed at positions start_pos, start_pos+1, ...
+/// The sequence's block table must already cover start_pos + tokens.size() positions.
+struct BatchChunk {
+  std::span<const int32_t> tokens;
+  int64_t start_pos = 0;
+  std::span<const int32_t> block_table;
+  bool all_logits = false;  ///< logits for every token (scoring) or only for the last one (generation)
+};
+
+/// Row counts of a validated batch.
+struct BatchShape {
+  int64_t tokens = 0;      ///< M: the sum of the chunks' token counts (rows of every projection)
+  int64_t logit_rows = 0;  ///< rows of logits: sum over chunks of (all_logits ? tokens.size() : 1)
+};
+
+/// Checks a batch against the model and the cache: no empty chunk, every position inside
+/// max_position_embeddings, every block table covering its chunk, every token id inside the vocabulary.
+/// Throws tritium::Error naming the first violation.
+BatchShape validate_batch(const ModelConfig& c, std::span<const BatchChunk> batch, const KvCache& cache);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// The model this backend runs (for a tensor-parallel group: rank 0's shard).
+  const Transformer& model() const { return *model_; }
+
+  /// Runs the batch: writes K/V of every new token into `cache` (or the device copy the backend attaches to it,
+  /// KvCache::device_state) and returns logits, float32 [rows, vocab] with rows = BatchShape::logit_rows, in
+  /// chunk order. Throws tritium::Error on a batch validate_batch rejects.
+  virtual void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) = 0;
+  /// A short name for reports ("CPU", "cuda:0 NVIDIA H200").
+  virtual std::string name() const = 0;
+  /// Whether forward runs on the host CPU (the read bandwidth of host memory is then its roofline).
+  virtual bool on_cpu() const { return false; }
+
+ protected:
+  /// `model` is kept alive as long as the backend (a borrowed pointer, see borrow(), is the caller's to keep).
+  explicit Backend(std::shared_ptr<const Transformer> model) : model_(std::move(model)) {}
+  std::shared_ptr<const Transformer> model_;
+};
+
+/// A non-owning pointer to `m`: the caller keeps the model alive as long as the backend built from it.
+inline std::shared_ptr<const Transformer> borrow(const Transformer& m) {
+  return std::shared_ptr<const Transformer>(std::shared_ptr<const Transformer>(), &m);
+}
+
+}  // namespace tritium

@@ -1,0 +1,183 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+
+namespace tritium {
+
+CpuBackend::CpuBackend(std::shared_ptr<const Transformer> model, std::shared_ptr<Communicator> comm)
+    : Backend(std::move(model)), comm_(std::move(comm)) {
+  if (const TensorParallelPlan* plan = model_->tp_plan()) {
+    TRITIUM_CHECK(comm_, "CPU backend: a tensor-parallel shard needs a communicator");
+    TRITIUM_CHECK(comm_->rank() == plan->rank && comm_->world() == plan->world,
+                  "CPU backend: communicator rank {}/{} differs from the plan's {}/{}", comm_->rank(), comm_->world(),
+                  plan->rank, plan->world);
+  }
+}
+
+void CpuBackend::attention(const BatchChunk& c, int layer, const float* q, KvCache& cache, float* out) const {
+  const ModelConfig& cfg = model_->config();
+  const int64_t T = static_cast<int64_t>(c.tokens.size());
+  const int64_t ctx = c.start_pos + T;
+  const int64_t kvd = cfg.kv_dim();
+  std::vector<float> kbuf(static_cast<size_t>(ctx * kvd)), vbuf(static_cast<size_t>(ctx * kvd));
+  cache.gather(layer, c.block_table.data(), ctx, kbuf.data(), vbuf.data());
+  cpu::attention_causal(q, kbuf.data(), vbuf.data(), out, T, c.start_pos, cfg.num_heads, cfg.num_kv_heads,
+                        cfg.head_dim);
+}
+
+void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) {
+  const Transformer& m = *model_;
+  const ModelConfig& c = m.config();
+  const int64_t Hd = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  const BatchShape shape = validate_batch(c, batch, cache);
+  const int64_t M = shape.tokens, out_rows = shape.logit_rows;
+  const TensorParallelPlan* tp = m.tp_plan();
+  const std::vector<LayerWeights>& layers = m.layers();
+  const std::vector<float>& inv_freq = m.rope_inv_freq();
+  const Linear* head = &m.lm_head();
+  // Embedding lookup.
+  std::vector<float> x(static_cast<size_t>(M * Hd));
+  {
+    // Tensor parallel: vocabulary-parallel lookup (a rank fills only the tokens of its vocabulary slice, zeros
+    // elsewhere, and the all-reduce sums the ranks' rows; exactly one rank contributes to each row).
+    const Range voc = tp ? split_range(V, tp->world, tp->rank) : Range{0, V};
+    int64_t r = 0;
+    for (const auto& ch : batch)
+      for (int32_t tok : ch.tokens) {
+        if (tok >= voc.begin && tok < voc.end)
+          std::memcpy(&x[r * Hd], m.embedding().data() + static_cast<size_t>(tok) * Hd, sizeof(float) * Hd);
+        ++r;
+      }
+    if (tp) comm_->all_reduce_sum(x.data(), M * Hd);
+  }
+  // RoPE tables per row.
+  const int half = c.head_dim / 2;
+  std::vector<float> cosv(static_cast<size_t>(M * half)), sinv(static_cast<size_t>(M * half));
+  {
+    int64_t r = 0;
+    for (const auto& ch : batch)
+      for (size_t t = 0; t < ch.tokens.size(); ++t, ++r) {
+        const float pos = static_cast<float>(ch.start_pos + static_cast<int64_t>(t));
+        for (int i = 0; i < half; ++i) {
+          const float ang = pos * inv_freq[i];  // float32 product, as HF
+          cosv[r * half + i] = static_cast<float>(std::cos(static_cast<double>(ang)));
+          sinv[r * half + i] = static_cast<float>(std::sin(static_cast<double>(ang)));
+        }
+      }
+  }
+
+  // First row of each chunk: formats whose statistics span rows compute them per request.
+  std::vector<int64_t> row_begin;
+  {
+    int64_t r0 = 0;
+    for (const auto& ch : batch) {
+      row_begin.push_back(r0);
+      r0 += static_cast<int64_t>(ch.tokens.size());
+    }
+  }
+  std::vector<float> h(static_cast<size_t>(M * Hd)), qkv(static_cast<size_t>(M * (qd + 2 * kvd)));
+  std::vector<float> q(static_cast<size_t>(M * qd)), attn(static_cast<size_t>(M * qd));
+  std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));
+  std::vector<float> proj(static_cast<size_t>(M * Hd));
+  std::vector<float> full_in;  // tensor parallel, gather mode: the all-gathered input of o / down
+
+  // proj = lin(sub_norm(in)) for o and down (the sub-norm is BitNet's). Tensor parallel: gather mode all-gathers
+  // the rank's columns of `in` first (o / down replicated); row-parallel mode all-reduces the partial sums of the
+  // rank's K slice.
+  auto project_in = [&](int l, const char* name, const Linear& lin, const std::vector<float>& sub_norm, float* in,
+                        int64_t k, const std::vector<int64_t>* cols, int64_t k_full) {
+    if (tp && tp->gather_mode) {
+      full_in.resize(static_cast<size_t>(M * k_full));
+      all_gather_columns(*comm_, in, M, *cols, full_in.data());
+      in = full_in.data();
+      k = k_full;
+    }
+    if (c.sub_norms) cpu::rms_norm(in, sub_norm.data(), in, M, k, c.rms_norm_eps);
+    observe(l, name, in, M, k);
+    lin.forward(in, M, proj.data(), row_begin);
+    if (tp && !tp->gather_mode) comm_->all_reduce_sum(proj.data(), M * Hd);
+  };
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = layers[l];
+    // --- attention block
+    cpu::rms_norm(x.data(), L.input_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
+    observe(l, "qkv", h.data(), M, Hd);
+    L.qkv->forward(h.data(), M, qkv.data(), row_begin);
+    const int64_t qkv_w = qd + 2 * kvd;
+    int64_t r = 0;
+    for (const auto& ch : batch) {
+      for (size_t t = 0; t < ch.tokens.size(); ++t, ++r) {
+        float* row = &qkv[r * qkv_w];
+        cpu::rope_apply(row, c.num_heads, c.head_dim, &cosv[r * half], &sinv[r * half]);
+        cpu::rope_apply(row + qd, c.num_kv_heads, c.head_dim, &cosv[r * half], &sinv[r * half]);
+        std::memcpy(&q[r * qd], row, sizeof(float) * qd);
+        cache.write(l, ch.block_table.data(), ch.start_pos + static_cast<int64_t>(t), row + qd, row + qd + kvd);
+      }
+    }
+    r = 0;
+    for (const auto& ch : batch) {
+      attention(ch, l, &q[r * qd], cache, &attn[r * qd]);
+      r += static_cast<int64_t>(ch.tokens.size());
+    }
+    project_in(l, "o", *L.o, L.attn_sub_norm, attn.data(), qd, tp ? &tp->q_cols : nullptr, tp ? tp->q_dim_full : 0);
+    cpu::add_inplace(x.data(), proj.data(), M * Hd);
+
+    // --- MLP block
+    cpu::rms_norm(x.data(), L.post_attn_norm.data(), h.data(), M, Hd, c.rms_norm_eps);
+    observe(l, "gate_up", h.data(), M, Hd);
+    L.gate_up->forward(h.data(), M, gu.data(), row_begin);
+    for (int64_t m = 0; m < M; ++m) {
+      const float* g = &gu[m * 2 * I];
+      if (c.hidden_act == Activation::kRelu2) cpu::relu2_mul(g, g + I, &act[m * I], I);
+      else cpu::silu_mul(g, g + I, &act[m * I], I);
+    }
+    project_in(l, "down", *L.down, L.ffn_sub_norm, act.data(), I, tp ? &tp->i_cols : nullptr,
+               tp ? tp->inter_full : 0);
+    cpu::add_inplace(x.data(), proj.data(), M * Hd);
+  }
+
+  // Final norm on the rows that need logits, then lm_head.
+  std::vector<float> sel(static_cast<size_t>(out_rows * Hd));
+  {
+    int64_t r = 0, o = 0;
+    for (const auto& ch : batch) {
+      const int64_t T = static_cast<int64_t>(ch.tokens.size());
+      if (ch.all_logits) {
+        std::memcpy(&sel[o * Hd], &x[r * Hd], sizeof(float) * T * Hd);
+        o += T;
+      } else {
+        std::memcpy(&sel[o * Hd], &x[(r + T - 1) * Hd], sizeof(float) * Hd);
+        o += 1;
+      }
+      r += T;
+    }
+  }
+  cpu::rms_norm(sel.data(), m.final_norm().data(), sel.data(), out_rows, Hd, c.rms_norm_eps);
+  logits.resize(static_cast<size_t>(out_rows * V));
+  std::vector<int64_t> out_begin;
+  {
+    int64_t o = 0;
+    for (const auto& ch : batch) {
+      out_begin.push_back(o);
+      o += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+    }
+  }
+  if (!tp) {
+    head->forward(sel.data(), out_rows, logits.data(), out_begin);
+    return;
+  }
+  // Vocabulary-parallel lm_head: the rank's rows, then all-gather.
+  std::vector<float> part(static_cast<size_t>(out_rows * head->out_features()));
+  head->forward(sel.data(), out_rows, part.data(), out_begin);
+  all_gather_columns(*comm_, part.data(), out_rows, tp->v_rows, logits.data());
+}
+
+}  // namespace tritium

@@ -1,0 +1,85 @@
+// tritium backend/cuda: the CUDA backend's device memory that depends on the batch and the cache — the workspace of
+// a batch shape (activations, quantized inputs, attention scratch, logits), grown to the largest shape seen, and
+// the device copy of a KvCache, attached to the host object.
+#if TRITIUM_HAVE_CUDA
+#include <algorithm>
+#include <memory>
+
+#include "backend/cuda/cuda_backend_impl.h"
+
+namespace tritium::cuda_detail {
+
+using cuda::check;
+
+void CudaBackend::ensure_workspace(int M, int S, int O) {
+  if (M <= capM_ && S <= capS_ && O <= capO_) return;
+  clear_graphs();
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  ws_.release();
+  meta_d_ = nullptr;  // lived in ws_: reallocated in upload_metadata()
+  meta_cap_ = 0;
+  capM_ = std::max(M, capM_);
+  capS_ = std::max(S, capS_);
+  capO_ = std::max(O, capO_);
+  const size_t Mc = static_cast<size_t>(capM_), Hd = c_.hidden_size, I = c_.intermediate_size;
+  const size_t qkvw = static_cast<size_t>(c_.q_dim() + 2 * c_.kv_dim());
+  // Tensor parallel: full (gathered) widths and the padded per-rank widths of the all-gathers.
+  const size_t qfull = tp_ ? static_cast<size_t>(tp_->q_dim_full) : static_cast<size_t>(c_.q_dim());
+  const size_t ifull = tp_ ? static_cast<size_t>(tp_->inter_full) : I;
+  const size_t qpad = tp_ ? static_cast<size_t>(TensorParallelPlan::max_of(tp_->q_cols)) : qfull;
+  const size_t ipad = tp_ ? static_cast<size_t>(TensorParallelPlan::max_of(tp_->i_cols)) : I;
+  x_ = ws_.alloc<float>(Mc * Hd);
+  h_ = ws_.alloc<float>(Mc * std::max<size_t>({Hd, ifull, qfull}));
+  qkv_ = ws_.alloc<float>(Mc * qkvw);
+  attn_ = ws_.alloc<float>(Mc * std::max<size_t>(qpad, c_.q_dim()));
+  gu_ = ws_.alloc<float>(Mc * 2 * I);
+  act_ = ws_.alloc<float>(Mc * std::max<size_t>(ipad, I));
+  if (tp_) {
+    const size_t vpad = static_cast<size_t>(TensorParallelPlan::max_of(tp_->v_rows));
+    const size_t Oc = static_cast<size_t>(capO_);
+    full_in_ = ws_.alloc<float>(Mc * std::max(qfull, ifull));
+    gat_ = ws_.alloc<float>(static_cast<size_t>(tp_->world) * std::max({Mc * qpad, Mc * ipad, Oc * vpad}));
+    part_ = ws_.alloc<float>(Mc * Hd);
+    lg_local_ = ws_.alloc<float>(Oc * vpad);
+  }
+  tmp_ = ws_.alloc<float>(Mc * std::max<size_t>({qkvw, 2 * I, Hd}));
+  xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
+  if (tcb_) xb_ = ws_.alloc<uint32_t>(static_cast<size_t>(max_kp_) / 4);  // one row: see tcb_kernel_for
+  inv_s_ = ws_.alloc<float>(Mc);
+  sumq_ = ws_.alloc<int32_t>(Mc);
+  {
+    const size_t rh = static_cast<size_t>(capS_) * c_.num_heads;
+    attn_part_ = ws_.alloc<float>(rh * cuda::kAttentionMaxSplit * (c_.head_dim + 2));
+    attn_cnt_ = ws_.alloc<int32_t>(rh);
+    check(cudaMemsetAsync(attn_cnt_, 0, rh * sizeof(int32_t), stream_), "cudaMemsetAsync (attention counters)");
+  }
+  sel_ = ws_.alloc<float>(static_cast<size_t>(capO_) * Hd);
+  selb_ = ws_.alloc<__nv_bfloat16>(static_cast<size_t>(capO_) * Hd);
+  logits_ = ws_.alloc<float>(static_cast<size_t>(capO_) * c_.vocab_size);
+  if (i8ws_) i8ws_->ensure(capM_);
+}
+
+DevKv& CudaBackend::device_kv(KvCache& cache) {
+  const KvCacheSpec& s = cache.spec();
+  TRITIUM_CHECK(s.dtype == KvDType::kF32, "CUDA backend: KV cache dtype {} is not supported (f32 only)",
+                kv_dtype_name(s.dtype));
+  TRITIUM_CHECK(s.num_layers == c_.num_layers && s.kv_dim() == c_.kv_dim(),
+                "CUDA backend: KV cache shape does not match the model");
+  auto* kv = static_cast<DevKv*>(cache.device_state().get());
+  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size) {
+    auto p = std::make_shared<DevKv>();
+    p->num_blocks = s.num_blocks;
+    p->block_size = s.block_size;
+    p->layers = s.num_layers;
+    p->kv_dim = s.kv_dim();
+    const size_t bytes = 2 * static_cast<size_t>(s.num_layers) * p->pool() * sizeof(float);
+    check(cudaMalloc(reinterpret_cast<void**>(&p->base), std::max<size_t>(bytes, 256)), "cudaMalloc (KV cache)");
+    check(cudaMemset(p->base, 0, std::max<size_t>(bytes, 256)), "cudaMemset (KV cache)");
+    kv = p.get();
+    cache.device_state() = std::static_pointer_cast<void>(p);
+  }
+  return *kv;
+}
+
+}  // namespace tritium::cuda_detail
+#endif

@@ -1,0 +1,94 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tritium {
+
+void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  if (p.repetition_penalty != 1.0f) {
+    std::unordered_set<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(output.begin(), output.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= V) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> count;
+    for (int32_t id : output) ++count[id];
+    for (auto [id, n] : count) {
+      if (id < 0 || id >= V) continue;
+      logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(n);
+    }
+  }
+}
+
+float log_prob(std::span<const float> logits, int32_t id) {
+  float mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, v);
+  double s = 0;
+  for (float v : logits) s += std::exp(static_cast<double>(v - mx));
+  return static_cast<float>(static_cast<double>(logits[id] - mx) - std::log(s));
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.has_seed ? p.seed : std::random_device{}()) {}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output) {
+  apply_penalties(p_, logits, prompt, output);
+  const int32_t V = static_cast<int32_t>(logits.size());
+  if (p_.temperature <= 0.0f || p_.top_k == 1) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  cand_.clear();
+  for (int32_t i = 0; i < V; ++i) {
+    if (logits[i] > -INFINITY) cand_.emplace_back(logits[i] / p_.temperature, i);
+  }
+  if (cand_.empty()) return 0;
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  if (p_.top_k > 0 && p_.top_k < static_cast<int>(cand_.size())) {
+    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    cand_.resize(p_.top_k);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  // softmax over candidates (sorted descending)
+  const float mx = cand_[0].first;
+  double sum = 0;
+  for (auto& c : cand_) {
+    c.first = std::exp(c.first - mx);
+    sum += c.first;
+  }
+  for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = cand_.size();
+    for (size_t i = 0; i < cand_.size(); ++i) {
+      cum += cand_[i].first;
+      if (cum >= p_.top_p) { keep = i + 1; break; }
+    }
+    cand_.resize(std::max<size_t>(1, keep));
+  }
+  if (p_.min_p > 0.0f) {
+    const float thr = p_.min_p * cand_[0].first;
+    size_t keep = 1;
+    while (keep < cand_.size() && cand_[keep].first >= thr) ++keep;
+    cand_.resize(keep);
+  }
+  double total = 0;
+  for (const auto& c : cand_) total += c.first;
+  std::uniform_real_distribution<double> u(0.0, total);
+  double r = u(rng_), acc = 0;
+  for (const auto& c : cand_) {
+    acc += c.first;
+    if (r < acc) return c.second;
+  }
+  return cand_.back().second;
+}
+
+}  // namespace tritium

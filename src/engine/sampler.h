@@ -1,0 +1,47 @@
+// tritium engine: next-token sampling from logits.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace tritium {
+
+/// Sampling parameters (OpenAI / vLLM / HF semantics).
+struct SamplingParams {
+  float temperature = 1.0f;  ///< 0 = greedy (argmax)
+  int top_k = 0;             ///< 0 or < 0 = disabled
+  float top_p = 1.0f;        ///< nucleus; 1 = disabled
+  float min_p = 0.0f;        ///< drop tokens with p < min_p * p_max; 0 = disabled
+  float repetition_penalty = 1.0f;  ///< HF/CTRL: logit > 0 ? logit / r : logit * r for tokens seen so far
+  float presence_penalty = 0.0f;    ///< OpenAI: logit -= presence if the token appeared in the output
+  float frequency_penalty = 0.0f;   ///< OpenAI: logit -= frequency * count in the output
+  uint64_t seed = 0;
+  bool has_seed = false;
+};
+
+/// One request's sampler. Order: repetition/presence/frequency penalties -> temperature -> top-k -> top-p ->
+/// min-p -> draw. Greedy when temperature == 0 (ties -> lowest id). A fixed seed gives reproducible draws.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  /// Picks the next token. logits: [vocab] float32 (modified in place). prompt: prompt ids (for the repetition
+  /// penalty), output: generated ids so far.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> cand_;
+};
+
+/// Applies the penalties of `p` to logits in place (exposed for tests).
+void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output);
+
+/// log-softmax of logits[id] (natural log).
+float log_prob(std::span<const float> logits, int32_t id);
+
+}  // namespace tritium

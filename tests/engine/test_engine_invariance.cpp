@@ -1,0 +1,348 @@
+// Serving engine on tiny-bitnet: batch invariance (a request's greedy output does not depend on what runs beside
+// it, on prefix caching, on chunked prefill or on preemption), request features (stop strings/tokens, seeds,
+// logprobs, abort, limits) and KV accounting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "core/parallel.h"
+#include "model/loader.h"
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "test_util.h"
+
+using namespace tritium;
+
+namespace {
+
+using test::OneThread;
+
+struct Loaded {
+  std::unique_ptr<Transformer> model;
+  std::shared_ptr<Backend> be;  // the CPU backend of model
+  std::unique_ptr<Tokenizer> tok;
+};
+
+const Loaded& bitnet() {
+  static Loaded l = [] {
+    Loaded x;
+    x.model = load_transformer(test::bundled_model());
+    x.be = std::make_shared<CpuBackend>(*x.model);
+    x.tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+    return x;
+  }();
+  return l;
+}
+
+// 16 prompts of varied lengths; several share a long common prefix (prefix cache hits).
+std::vector<std::vector<int32_t>> make_prompts(const Tokenizer& tok, int n) {
+  std::vector<std::vector<int32_t>> out;
+  const std::string shared =
+      "The old man sat by the fire and told the children a story about the sea and the ships that sailed upon it";
+  const char* tails[] = {"Once upon a time", " in the morning", "Holmes said, \"Watson", " and then",
+                         "The Time Traveller", " It was a dark and stormy night; the rain fell in torrents",
+                         "Chapter", " He looked at me"};
+  std::mt19937 rng(7);
+  for (int i = 0; i < n; ++i) {
+    std::string text = (i % 3 == 0) ? shared + std::string(tails[i % 8]) : std::string(tails[i % 8]);
+    if (i % 4 == 1) text += " " + std::string(tails[(i + 3) % 8]) + " " + shared;
+    auto ids = tok.encode(text, true);
+    if (i % 5 == 4) {  // a random-token prompt of 40..90 tokens
+      std::uniform_int_distribution<int32_t> d(2, 8000);
+      const int len = 40 + i * 3;
+      for (int k = 0; k < len; ++k) ids.push_back(d(rng));
+    }
+    out.push_back(ids);
+  }
+  return out;
+}
+
+EngineRequest greedy(const std::vector<int32_t>& prompt, int max_tokens) {
+  EngineRequest r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  return r;
+}
+
+std::vector<std::vector<int32_t>> run_all(const Loaded& m, EngineConfig cfg,
+                                          const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
+                                          EngineMetrics* metrics = nullptr) {
+  Engine eng(*m.be, *m.tok, cfg);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const auto& p : prompts) hs.push_back(eng.add_request(greedy(p, max_tokens)));
+  eng.run_until_idle();
+  std::vector<std::vector<int32_t>> out;
+  for (auto& h : hs) {
+    RequestOutput o = h->wait_all();
+    EXPECT_EQ(o.finish_reason, "length");
+    out.push_back(o.token_ids);
+  }
+  EXPECT_EQ(eng.metrics().kv_cache_usage_perc, 0.0);
+  if (metrics) *metrics = eng.metrics();
+  return out;
+}
+
+EngineConfig small_cfg() {
+  EngineConfig c;
+  c.num_blocks = 256;
+  c.max_num_seqs = 16;
+  c.max_num_batched_tokens = 256;
+  return c;
+}
+
+}  // namespace
+
+// The model itself: a chunk's logits are bitwise the same alone, beside other chunks, and when its prefill is
+// split into pieces.
+TEST(EngineBatchInvariance, ModelLogitsIndependentOfBatch) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  const ModelConfig& c = m.model->config();
+  auto prompts = make_prompts(*m.tok, 4);
+  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 64};
+  auto table = [](int first, int n) {
+    std::vector<int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = first + i;
+    return t;
+  };
+  const int V = c.vocab_size;
+  // Alone.
+  KvCache c1(spec);
+  auto t0 = table(0, 16);
+  std::vector<float> alone;
+  BatchChunk ch{prompts[0], 0, t0, true};
+  m.be->forward(std::span<const BatchChunk>(&ch, 1), c1, alone);
+  // Beside three others, and split into two chunks (the second in a batch of its own with others).
+  KvCache c2(spec);
+  std::vector<std::vector<int32_t>> tabs = {table(16, 16), t0, table(32, 16), table(48, 16)};
+  const size_t half = prompts[0].size() / 2;
+  std::vector<BatchChunk> b1 = {{prompts[1], 0, tabs[0], false},
+                                {std::span<const int32_t>(prompts[0]).first(half), 0, tabs[1], true},
+                                {prompts[2], 0, tabs[2], true}};
+  std::vector<float> l1, l2;
+  m.be->forward(b1, c2, l1);
+  std::vector<BatchChunk> b2 = {{prompts[3], 0, tabs[3], false},
+                                {std::span<const int32_t>(prompts[0]).subspan(half), static_cast<int64_t>(half), tabs[1], true}};
+  m.be->forward(b2, c2, l2);
+  // l1 rows: 1 (prompts[1] last) + half (prompts[0] first half) + ...; l2 rows: 1 + rest.
+  for (size_t t = 0; t < prompts[0].size(); ++t) {
+    const float* want = &alone[t * V];
+    const float* got = t < half ? &l1[(1 + t) * V] : &l2[(1 + t - half) * V];
+    for (int v = 0; v < V; ++v) ASSERT_EQ(want[v], got[v]) << "position " << t << " vocab " << v;
+  }
+}
+
+TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemption) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  // 16 requests: each alone vs among 15 others (fewer tokens under the sanitizers, which are ~20x slower).
+  const int n = 16;
+  const int max_tokens = test::under_sanitizer() ? 4 : 16;
+  auto prompts = make_prompts(*m.tok, n);
+
+  // Reference: each request alone in its own engine, and the single-request Generator for the first.
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(run_all(m, small_cfg(), {p}, max_tokens)[0]);
+  {
+    Generator gen(*m.be, *m.tok);
+    GenerateOptions go;
+    go.max_new_tokens = max_tokens;
+    go.sampling.temperature = 0;
+    go.ignore_eos = true;
+    EXPECT_EQ(gen.generate(prompts[0], go, nullptr, nullptr), alone[0]);
+  }
+
+  // 16 concurrent, prefix caching on.
+  EngineMetrics mt;
+  auto concurrent = run_all(m, small_cfg(), prompts, max_tokens, &mt);
+  EXPECT_GT(mt.prefix_cache_hits_total, 0);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(concurrent[i], alone[i]) << "request " << i << " (prefix caching on)";
+
+  // Prefix caching off, and a small token budget (more prefill chunking).
+  EngineConfig off = small_cfg();
+  off.enable_prefix_caching = false;
+  off.max_num_batched_tokens = 37;
+  auto no_cache = run_all(m, off, prompts, max_tokens, &mt);
+  EXPECT_EQ(mt.prefix_cache_hits_total, 0);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(no_cache[i], alone[i]) << "request " << i << " (prefix caching off)";
+
+  // A tiny pool forces preemption by recompute.
+  EngineConfig tiny = small_cfg();
+  tiny.num_blocks = 14;  // 224 token slots for 16 requests
+  auto preempted = run_all(m, tiny, prompts, max_tokens, &mt);
+  EXPECT_GT(mt.num_preemptions_total, 0);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(preempted[i], alone[i]) << "request " << i << " (preemption)";
+}
+
+TEST(EngineRequests, SeedReproducibleUnderBatching) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  auto prompts = make_prompts(*m.tok, 6);
+  auto sampled = [&](bool batched) {
+    Engine eng(*m.be, *m.tok, small_cfg());
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (!batched && i > 0) break;
+      EngineRequest r;
+      r.prompt = prompts[i];
+      r.max_tokens = 16;
+      r.ignore_eos = true;
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_p = 0.95f;
+      r.sampling.top_k = 50;
+      r.sampling.presence_penalty = 0.5f;
+      r.sampling.frequency_penalty = 0.3f;
+      r.sampling.seed = 1234 + i;
+      r.sampling.has_seed = true;
+      hs.push_back(eng.add_request(r));
+    }
+    eng.run_until_idle();
+    return hs[0]->wait_all().token_ids;
+  };
+  const auto a = sampled(false), b = sampled(true), c = sampled(false);
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 16u);
+}
+
+TEST(EngineRequests, StopStringsStopTokensAndLength) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  Engine eng(*m.be, *m.tok, small_cfg());
+  const auto prompt = m.tok->encode("Once upon a time", true);
+  auto full = eng.add_request(greedy(prompt, 20));
+  eng.run_until_idle();
+  RequestOutput f = full->wait_all();
+  ASSERT_EQ(f.token_ids.size(), 20u);
+  EXPECT_EQ(f.completion_tokens, 20);
+  EXPECT_EQ(f.prompt_tokens, static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(f.text, m.tok->decode(f.token_ids, true));
+
+  // Stop token: the 5th generated token.
+  EngineRequest st = greedy(prompt, 20);
+  st.stop_token_ids = {f.token_ids[4]};
+  auto h1 = eng.add_request(st);
+  // Stop string: a piece of the text after the first few characters.
+  const std::string stop = f.text.substr(f.text.size() / 2, 3);
+  EngineRequest ss = greedy(prompt, 20);
+  ss.stop = {stop};
+  auto h2 = eng.add_request(ss);
+  eng.run_until_idle();
+  RequestOutput o1 = h1->wait_all();
+  EXPECT_EQ(o1.finish_reason, "stop");
+  size_t first = 0;
+  while (f.token_ids[first] != f.token_ids[4]) ++first;
+  EXPECT_EQ(o1.token_ids.size(), first + 1);
+  EXPECT_EQ(o1.text, m.tok->decode(std::vector<int32_t>(f.token_ids.begin(), f.token_ids.begin() + first), true));
+  RequestOutput o2 = h2->wait_all();
+  EXPECT_EQ(o2.finish_reason, "stop");
+  EXPECT_EQ(o2.text, f.text.substr(0, f.text.find(stop)));
+  EXPECT_EQ(eng.metrics().kv_cache_usage_perc, 0.0);
+}
+
+TEST(EngineRequests, LogprobsMatchLogSoftmax) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  Engine eng(*m.be, *m.tok, small_cfg());
+  const auto prompt = m.tok->encode("Holmes said", true);
+  EngineRequest r = greedy(prompt, 3);
+  r.logprobs = 5;
+  auto h = eng.add_request(r);
+  eng.run_until_idle();
+  RequestOutput o = h->wait_all();
+  ASSERT_EQ(o.logprobs.size(), 3u);
+  // First token: recompute the logits directly.
+  const ModelConfig& c = m.model->config();
+  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 8};
+  KvCache cache(spec);
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<float> logits;
+  BatchChunk ch{prompt, 0, table, false};
+  m.be->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+  const TokenLogprob& lp = o.logprobs[0];
+  EXPECT_EQ(lp.id, o.token_ids[0]);
+  EXPECT_NEAR(lp.logprob, log_prob(logits, lp.id), 1e-4);
+  ASSERT_EQ(lp.top.size(), 5u);
+  EXPECT_EQ(lp.top[0].first, lp.id);  // greedy picks the best
+  for (size_t i = 1; i < lp.top.size(); ++i) EXPECT_LE(lp.top[i].second, lp.top[i - 1].second);
+  for (const auto& [id, v] : lp.top) EXPECT_NEAR(v, log_prob(logits, id), 1e-4);
+}
+
+TEST(EngineRequests, AbortFreesBlocksAndLimitsAreChecked) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  EngineConfig cfg = small_cfg();
+  Engine eng(*m.be, *m.tok, cfg);
+  const auto prompt = m.tok->encode("It was a dark and stormy night", true);
+  auto h = eng.add_request(greedy(prompt, 200));
+  for (int i = 0; i < 3; ++i) eng.step();
+  EXPECT_GT(eng.metrics().kv_cache_usage_perc, 0.0);
+  eng.abort(h->id());
+  eng.step();
+  EXPECT_EQ(eng.metrics().kv_cache_usage_perc, 0.0);
+  RequestOutput o = h->wait_all();
+  EXPECT_EQ(o.finish_reason, "abort");
+  EXPECT_EQ(eng.num_unfinished(), 0);
+  EXPECT_EQ(eng.metrics().request_success_total.at("abort"), 1);
+
+  const int64_t ctx = m.model->config().max_position_embeddings;
+  try {
+    eng.add_request(greedy(prompt, ctx));
+    FAIL() << "expected a context length error";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.kind(), RequestError::Kind::kTooLong);
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 1024"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(eng.add_request(greedy({}, 4)), RequestError);
+  EXPECT_THROW(eng.add_request(greedy({1, 99999}, 4)), RequestError);
+  EXPECT_THROW(eng.add_request(greedy(prompt, 0)), RequestError);
+  eng.drain();
+  try {
+    eng.add_request(greedy(prompt, 4));
+    FAIL();
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.kind(), RequestError::Kind::kUnavailable);
+  }
+}
+
+TEST(EngineRequests, BackgroundLoopServesConcurrentClients) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  Engine eng(*m.be, *m.tok, small_cfg());
+  eng.start();
+  auto prompts = make_prompts(*m.tok, 8);
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    th.emplace_back([&, i] { got[i] = eng.add_request(greedy(prompts[i], 8))->wait_all().token_ids; });
+  for (auto& t : th) t.join();
+  eng.stop();
+  auto ref = run_all(m, small_cfg(), prompts, 8);
+  EXPECT_EQ(got, ref);
+}
+
+TEST(EngineKvDtypes, QuantizedCachesRunAndStayClose) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  const auto prompt = m.tok->encode("The old man sat by the fire and told the children a story", true);
+  std::vector<int32_t> ref;
+  for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kFP8E4M3, KvDType::kI8}) {
+    EngineConfig cfg = small_cfg();
+    cfg.kv_dtype = t;
+    Engine eng(*m.be, *m.tok, cfg);
+    if (t == KvDType::kFP8E4M3 || t == KvDType::kI8) {
+      EXPECT_NE(eng.kv_spec().quant_scale, 1.0f);
+    }
+    auto h = eng.add_request(greedy(prompt, 8));
+    eng.run_until_idle();
+    auto ids = h->wait_all().token_ids;
+    ASSERT_EQ(ids.size(), 8u) << kv_dtype_name(t);
+    if (t == KvDType::kF32) ref = ids;
+    // The first greedy token agrees in every dtype on this prompt.
+    EXPECT_EQ(ids[0], ref[0]) << kv_dtype_name(t);
+  }
+}

@@ -1,0 +1,102 @@
+// Sampling: greedy, the filters (top-k / top-p / min-p), penalties, seeds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/generator.h"
+#include "engine/sampler.h"
+
+using namespace tritium;
+
+namespace {
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+std::map<int32_t, int> draw(SamplingParams p, const std::vector<float>& logits, int n) {
+  p.has_seed = true;
+  Sampler s(p);
+  std::map<int32_t, int> c;
+  for (int i = 0; i < n; ++i) {
+    auto l = logits;
+    ++c[s.sample(l, {}, {})];
+  }
+  return c;
+}
+}  // namespace
+
+TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  std::vector<float> l = {0.1f, 2.0f, 2.0f, -1.0f};
+  EXPECT_EQ(s.sample(l, {}, {}), 1);
+}
+
+TEST(Sampler, TopKTopPMinPRestrictTheSupport) {
+  const auto l = logits_of({0.5, 0.3, 0.15, 0.05});
+  SamplingParams p;
+  p.top_k = 2;
+  auto c = draw(p, l, 2000);
+  EXPECT_EQ(c.count(2) + c.count(3), 0u);
+  EXPECT_NEAR(c[0] / 2000.0, 0.5 / 0.8, 0.04);
+  p = {};
+  p.top_p = 0.7f;  // smallest prefix with mass >= 0.7: {0, 1}
+  c = draw(p, l, 2000);
+  EXPECT_EQ(c.count(2) + c.count(3), 0u);
+  p = {};
+  p.min_p = 0.2f;  // keep p >= 0.1: {0, 1, 2}
+  c = draw(p, l, 3000);
+  EXPECT_EQ(c.count(3), 0u);
+  EXPECT_GT(c[2], 0);
+  p = {};
+  c = draw(p, l, 4000);  // plain sampling follows the distribution
+  EXPECT_NEAR(c[3] / 4000.0, 0.05, 0.015);
+}
+
+TEST(Sampler, TemperatureSharpens) {
+  const auto l = logits_of({0.6, 0.4});
+  SamplingParams p;
+  p.temperature = 0.25f;  // p0 ∝ 0.6^4, p1 ∝ 0.4^4 -> 0.835
+  auto c = draw(p, l, 4000);
+  EXPECT_NEAR(c[0] / 4000.0, std::pow(0.6, 4) / (std::pow(0.6, 4) + std::pow(0.4, 4)), 0.02);
+}
+
+TEST(Sampler, SameSeedSameDraws) {
+  const auto l = logits_of({0.25, 0.25, 0.25, 0.25});
+  SamplingParams p;
+  p.seed = 1234;
+  EXPECT_EQ(draw(p, l, 200), draw(p, l, 200));
+}
+
+TEST(Sampler, Penalties) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  std::vector<float> l = {4.0f, -4.0f, 1.0f};
+  std::vector<int32_t> prompt = {0}, out = {1};
+  apply_penalties(p, l, prompt, out);
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -8.0f, 1.0f}));
+  p = {};
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  l = {1.0f, 1.0f, 1.0f};
+  out = {2, 2, 1};
+  apply_penalties(p, l, prompt, out);
+  EXPECT_EQ(l, (std::vector<float>{1.0f, 0.25f, 0.0f}));
+}
+
+TEST(StopStrings, HeldBackAcrossPiecesAndCut) {
+  StopStringFilter f({"</s>", "STOP"});
+  std::string out;
+  out += f.push("Hello <");
+  EXPECT_EQ(out, "Hello ");  // "<" could start "</s>"
+  out += f.push("/x");
+  EXPECT_EQ(out, "Hello </x");
+  out += f.push(" ST");
+  out += f.push("OP and more");
+  EXPECT_TRUE(f.stopped());
+  EXPECT_EQ(out, "Hello </x ");
+  EXPECT_EQ(f.push("ignored"), "");
+}

@@ -1,0 +1,342 @@
+// The HTTP server in-process on 127.0.0.1 (ephemeral port): status codes and error JSON, streaming, chat BOS,
+// metrics, client disconnects freeing KV blocks, and graceful shutdown.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <thread>
+
+#include "core/parallel.h"
+#include "model/loader.h"
+#include "server/http_server.h"
+#include "test_util.h"
+
+using namespace tritium;
+using nlohmann::json;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<Transformer> model;
+  std::shared_ptr<Backend> be;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<server::OpenAIServer> srv;
+  int saved_threads = num_threads();
+
+  explicit Fixture(const std::string& api_key = "") {
+    std::signal(SIGPIPE, SIG_IGN);
+    set_num_threads(1);
+    model = load_transformer(test::bundled_model());
+    be = std::make_shared<CpuBackend>(*model);
+    tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+    EngineConfig ec;
+    ec.num_blocks = 512;
+    ec.max_num_seqs = 32;
+    engine = std::make_unique<Engine>(*be, *tok, ec);
+    engine->start();
+    server::ServerConfig sc;
+    sc.port = 0;
+    sc.api_key = api_key;
+    sc.model_name = "tiny-bitnet";
+    sc.max_body_bytes = 64 * 1024;
+    srv = std::make_unique<server::OpenAIServer>(*engine, *tok, load_chat_template(test::bundled_model()), sc);
+    srv->start();
+  }
+  ~Fixture() {
+    srv->shutdown(std::chrono::seconds(5));
+    srv.reset();
+    engine->stop();
+    set_num_threads(saved_threads);
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", srv->port());
+    c.set_read_timeout(60);
+    return c;
+  }
+};
+
+json post_json(httplib::Client& c, const std::string& path, const json& body, int* status,
+               const httplib::Headers& h = {}) {
+  auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response for " << path;
+  if (!r) return {};
+  *status = r->status;
+  return json::parse(r->body);
+}
+
+// Raw socket: sends a streaming request, reads `min_bytes` of the answer, then closes the connection.
+void stream_and_disconnect(int port, const std::string& body, size_t min_bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[4096];
+  while (got.size() < min_bytes) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_NE(got.find("data: "), std::string::npos);
+}
+
+}  // namespace
+
+TEST(EngineHttp, ErrorStatusesWhileGoodRequestsComplete) {
+  Fixture f("sk-test");
+  const httplib::Headers auth = {{"Authorization", "Bearer sk-test"}};
+  // Good requests run concurrently with the bad ones.
+  std::vector<std::thread> good;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i)
+    good.emplace_back([&, i] {
+      auto c = f.client();
+      int st = 0;
+      json r = post_json(c, "/v1/completions",
+                         {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 24}, {"temperature", 0}},
+                         &st, auth);
+      if (st == 200 && r["choices"][0]["finish_reason"] == "length" && r["usage"]["completion_tokens"] == 24) ++ok;
+    });
+  auto c = f.client();
+  int st = 0;
+  // Malformed JSON.
+  auto r = c.Post("/v1/completions", auth, "{\"prompt\": ", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  // Invalid UTF-8 in the body: the parse error quotes the byte, the answer is still a 400 with valid JSON.
+  r = c.Post("/v1/completions", auth, "{\"prompt\": \"\xff\xfe\", \"max_tokens\": 2}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  // Unknown model.
+  json e = post_json(c, "/v1/completions", {{"model", "gpt-9"}, {"prompt", "hi"}}, &st, auth);
+  EXPECT_EQ(st, 404);
+  EXPECT_EQ(e["error"]["code"], "model_not_found");
+  // Oversized body.
+  r = c.Post("/v1/completions", auth, json{{"prompt", std::string(100000, 'a')}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+  // max_tokens past the context.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 5000}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+  // Wrong / missing API key.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}}, &st, {{"Authorization", "Bearer nope"}});
+  EXPECT_EQ(st, 401);
+  EXPECT_EQ(e["error"]["code"], "invalid_api_key");
+  e = post_json(c, "/v1/chat/completions", {{"messages", json::array()}}, &st);
+  EXPECT_EQ(st, 401);
+  // Bad field types and ranges.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"temperature", "hot"}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "temperature");
+  e = post_json(c, "/v1/chat/completions", {{"messages", "hello"}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  // Unimplemented parameters that change the output are refused, not ignored.
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"logit_bias", {{"5", 100}}}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "logit_bias");
+  e = post_json(c, "/v1/completions", {{"prompt", "hi"}, {"suffix", "end"}}, &st, auth);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(e["error"]["param"], "suffix");
+  // Their neutral values (what some clients always send) are fine.
+  e = post_json(c, "/v1/completions",
+                {{"prompt", "hi"}, {"max_tokens", 2}, {"logit_bias", json::object()}, {"suffix", ""}, {"best_of", 1}},
+                &st, auth);
+  EXPECT_EQ(st, 200) << e.dump();
+  // Unknown route; /health and /metrics need no key.
+  r = c.Get("/v2/nothing");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+  r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  for (auto& t : good) t.join();
+  EXPECT_EQ(ok.load(), 4);
+}
+
+TEST(EngineHttp, ResponseFormatOtherThanTextIsRefused) {
+  // response_format was silently ignored: a client asking for JSON got free text with a 200.
+  Fixture f;
+  auto c = f.client();
+  int st = 0;
+  const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    SCOPED_TRACE(path);
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    auto req = [&](const json& rf) {
+      json b = {{"max_tokens", 2}, {"temperature", 0}, {"response_format", rf}};
+      if (chat) b["messages"] = msgs;
+      else b["prompt"] = "hi";
+      return b;
+    };
+    const json schema = {{"type", "json_schema"},
+                         {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}};
+    for (const json& rf : {json{{"type", "json_object"}}, schema, json{{"type", "regex"}}}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 400) << e.dump();
+      EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(e["error"]["param"], "response_format");
+      const std::string msg = e["error"]["message"];
+      EXPECT_NE(msg.find("'" + rf["type"].get<std::string>() + "' is not supported"), std::string::npos) << msg;
+    }
+    for (const json& rf : {json("json"), json{{"json_schema", {}}}, json{{"type", 3}}}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 400) << e.dump();
+      EXPECT_EQ(e["error"]["param"], "response_format");
+    }
+    // {"type": "text"} and null (what clients send by default) generate as before.
+    for (const json& rf : {json{{"type", "text"}}, json(nullptr)}) {
+      json e = post_json(c, path, req(rf), &st);
+      EXPECT_EQ(st, 200) << e.dump();
+      EXPECT_EQ(e["usage"]["completion_tokens"], 2);
+    }
+  }
+}
+
+TEST(EngineHttp, CompletionChatStreamingAndMetrics) {
+  Fixture f;
+  auto c = f.client();
+  int st = 0;
+  json r = post_json(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0},
+                                            {"logprobs", 2}}, &st);
+  ASSERT_EQ(st, 200);
+  const std::string text = r["choices"][0]["text"];
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["logprobs"]["tokens"].size(), 10u);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], static_cast<int>(f.tok->encode("Once upon a time", true).size()));
+  // Same request streamed: the concatenated deltas equal the text; the stream ends in [DONE].
+  std::string body;
+  auto sr = c.Post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0},
+                                           {"stream", true}}.dump(), "application/json");
+  ASSERT_TRUE(sr);
+  body = sr->body;
+  std::string joined;
+  size_t pos = 0, events = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    const std::string payload = body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") { ++events; break; }
+    joined += json::parse(payload)["choices"][0]["text"].get<std::string>();
+    ++events;
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+
+  // Chat: exactly one BOS at the start of the prompt.
+  const json msgs = json::array({{{"role", "user"}, {"content", "Tell me a story."}}});
+  r = post_json(c, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 6}, {"temperature", 0}}, &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  const auto files = load_chat_template(test::bundled_model());
+  const std::string rendered = apply_chat_template(ChatTemplate::from_string(files.source),
+                                                   nlohmann::ordered_json::parse(msgs.dump()), true, files.bos_token,
+                                                   files.eos_token);
+  const auto ids = f.tok->encode(rendered, false);
+  ASSERT_GE(ids.size(), 2u);
+  ASSERT_TRUE(f.tok->bos_id().has_value());
+  EXPECT_EQ(ids[0], *f.tok->bos_id());
+  EXPECT_NE(ids[1], *f.tok->bos_id());
+  EXPECT_EQ(r["usage"]["prompt_tokens"], static_cast<int>(ids.size()));
+
+  // n = 2 with a seed: two choices, reproducible.
+  json nreq = {{"prompt", "The sea"}, {"max_tokens", 8}, {"n", 2}, {"seed", 11}, {"temperature", 1.0}};
+  json a = post_json(c, "/v1/completions", nreq, &st);
+  json b = post_json(c, "/v1/completions", nreq, &st);
+  ASSERT_EQ(a["choices"].size(), 2u);
+  EXPECT_EQ(a["choices"], b["choices"]);
+
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  for (const char* name : {"tritium:time_to_first_token_seconds_bucket", "tritium:inter_token_latency_seconds_sum",
+                           "tritium:e2e_request_latency_seconds_count", "tritium:request_queue_time_seconds_bucket",
+                           "tritium:num_requests_running", "tritium:num_requests_waiting",
+                           "tritium:kv_cache_usage_perc", "tritium:prompt_tokens_total",
+                           "tritium:generation_tokens_total", "tritium:request_success_total{finished_reason=\"length\"",
+                           "tritium:prefix_cache_hits_total"})
+    EXPECT_NE(m->body.find(name), std::string::npos) << name;
+  EXPECT_NE(m->body.find("tritium:generation_tokens_total{model_name=\"tiny-bitnet\"} " +
+                         std::to_string(10 + 10 + 6 + 4 * 8)),
+            std::string::npos);
+}
+
+TEST(EngineHttp, AbortedStreamsLeaveNoBlocks) {
+  Fixture f;
+  const int total = test::under_sanitizer() ? 40 : 200;
+  std::vector<std::thread> th;
+  std::atomic<int> ok{0};
+  std::atomic<int> next{0};
+  for (int w = 0; w < 8; ++w)
+    th.emplace_back([&] {
+      auto c = f.client();
+      for (int i = next++; i < total; i = next++) {
+        const json body = {{"prompt", "Story number " + std::to_string(i)}, {"max_tokens", i % 5 == 0 ? 400 : 8},
+                           {"temperature", 0.7}, {"seed", i}, {"ignore_eos", true}, {"stream", true}};
+        if (i % 5 == 0) {  // 20% disconnect mid-stream
+          stream_and_disconnect(f.srv->port(), body.dump(), 600);
+          ++ok;
+        } else {
+          auto r = c.Post("/v1/completions", body.dump(), "application/json");
+          if (r && r->status == 200 && r->body.find("data: [DONE]") != std::string::npos) ++ok;
+        }
+      }
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(ok.load(), total);
+  // Aborts take effect at the next engine step.
+  for (int i = 0; i < 400 && f.engine->num_unfinished() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(f.engine->num_unfinished(), 0);
+  const EngineMetrics m = f.engine->metrics();
+  EXPECT_EQ(m.kv_cache_usage_perc, 0.0);
+  EXPECT_EQ(m.num_requests_running, 0);
+  EXPECT_GT(m.request_success_total.count("abort") ? m.request_success_total.at("abort") : 0, 0);
+  auto c = f.client();
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  EXPECT_NE(met->body.find("tritium:kv_cache_usage_perc{model_name=\"tiny-bitnet\"} 0\n"), std::string::npos);
+}
+
+TEST(EngineHttp, GracefulShutdownFinishesInFlight) {
+  Fixture f;
+  std::string body;
+  std::thread client([&] {
+    auto c = f.client();
+    auto r = c.Post("/v1/completions", json{{"prompt", "Long story"}, {"max_tokens", 120}, {"ignore_eos", true},
+                                            {"temperature", 0}, {"stream", true}}.dump(), "application/json");
+    if (r) body = r->body;
+  });
+  // Wait until the request runs, then shut down.
+  for (int i = 0; i < 500 && f.engine->metrics().num_requests_running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::thread stopper([&] { f.srv->shutdown(std::chrono::seconds(30)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // New requests are refused while draining.
+  if (f.srv->draining() && f.engine->num_unfinished() > 0) {
+    httplib::Client c("127.0.0.1", f.srv->port());
+    auto r = c.Post("/v1/completions", json{{"prompt", "x"}}.dump(), "application/json");
+    if (r) {
+      EXPECT_EQ(r->status, 503);
+    }
+  }
+  stopper.join();
+  client.join();
+  EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+}
