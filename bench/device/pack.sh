@@ -2,7 +2,7 @@
 # Builds what bench/device/run.sh needs on the GPU machine and packs it into .device/payload.tar.xz (git-ignored):
 # bin/tritium and bin/tritium_tests built here for sm_90 (stripped), lib/ the shared libraries they need that the
 # device image lacks (the Debian ones: fmt, ICU, PCRE2, Open MPI, ...; CUDA's own libraries are on the device),
-# shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2).
+# shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2, the books).
 # Usage, from the repository root: bench/device/pack.sh   (then call the device with carry [".device"])
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,5 +20,6 @@ ldd build-cuda/tritium build-cuda/tritium_tests | awk '/=> \//{print $3}' | sort
 cp -r "$SHARED/models/tiny-qwen2" "$P/shared/models/"
 cp -r "$SHARED/golden" "$P/shared/"
 mkdir -p "$P/shared/data/wikitext-2-raw" && cp "$SHARED/data/wikitext-2-raw/wiki.test.raw" "$P/shared/data/wikitext-2-raw/"
+cp -r "$SHARED/data/books-eval" "$P/shared/data/"
 mkdir -p .device && tar -C "$P" -cJf .device/payload.tar.xz . && rm -rf "$P"
 ls -la .device/payload.tar.xz

@@ -2,8 +2,8 @@
 # The one device runner: `bash bench/device/run.sh SUITE...` from the repository root on the GPU machine, with
 # .device/payload.tar.xz carried (bench/device/pack.sh builds it here). Writes each suite's log and a summary
 # into $OUT. Every step has a timeout, so a hung step costs its limit, not the lease.
-#   test     the CUDA tests (every backend and kernel test that needs a GPU) and compute-sanitizer memcheck on
-#            the kernel tests
+#   test     the CUDA tests and the backend harness (every backend against the CPU reference), and
+#            compute-sanitizer memcheck on the kernel and harness tests
 #   kernels  cuda-bench --kernels --int8-kernels: GEMV/GEMM of both ternary layouts and int8 against cuBLAS bf16
 #            and the copy bandwidth measured in the same run
 #   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch 1, 16, 64
@@ -30,9 +30,9 @@ synth() { [ -e $SYN/config.json ] || timeout 120 "$TR" synth --shape bitnet-2b4t
 for suite in "$@"; do
   case "$suite" in
   test)
-    timeout 400 "$TT" --gtest_filter='*Cuda*:Cuda*.*' > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
+    timeout 400 "$TT" --gtest_filter='*Cuda*:Cuda*.*:Backends.*' > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
     grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|tests ran" "$OUT/test.log" | head -30 | tee -a "$S"
-    timeout 200 compute-sanitizer --tool memcheck "$TT" --gtest_filter='CudaKernels.*:CudaTc2.*:CudaTcb.*:CudaLayouts.TinyBitnet*' \
+    timeout 200 compute-sanitizer --tool memcheck "$TT" --gtest_filter='CudaKernels.*:CudaTc2.*:CudaTcb.*:CudaLayouts.TinyBitnet*:Backends.TinyBitnet*' \
       > "$OUT/memcheck.log" 2>&1; say "memcheck rc=$? $(el)"
     grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5 | tee -a "$S"
     ;;
