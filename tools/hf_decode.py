@@ -1,5 +1,5 @@
 """Decode throughput of Hugging Face transformers' BitNetForCausalLM (bf16, eager) on a model folder, for the
-comparison in bench/RESULTS.md. Usage: python3 bench/hf_decode.py MODEL_DIR [GEN] [BATCH,...]
+comparison in bench/RESULTS.md. Usage: python3 tools/hf_decode.py MODEL_DIR [GEN] [BATCH,...]
 Prompt of 32 random tokens per sequence, then GEN greedy decode steps with the KV cache (3 warm-up steps first);
 prints steps/s and tok/s per batch size."""
 import sys
