@@ -100,7 +100,7 @@ int run(const ServeArgs& a) {
   sc.host = a.host;
   sc.port = a.port;
   sc.api_key = a.api_key;
-  sc.model_name = a.served_model_name.empty() ? std::filesystem::path(lm.dir).filename().string() : a.served_model_name;
+  sc.model_name = a.served_model_name.empty() ? server::default_model_id(lm.dir) : a.served_model_name;
   sc.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
   server::OpenAIServer srv(engine, *lm.tokenizer, chat, sc);
   const int port = srv.bind();

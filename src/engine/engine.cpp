@@ -34,6 +34,7 @@ RequestOutput RequestHandle::wait_all() {
     all.text += ev.text;
     all.token_ids.insert(all.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     for (auto& l : ev.logprobs) all.logprobs.push_back(std::move(l));
+    for (auto& l : ev.prompt_logprobs) all.prompt_logprobs.push_back(std::move(l));
     if (ev.finished) {
       all.finished = true;
       all.finish_reason = ev.finish_reason;
@@ -92,7 +93,35 @@ struct Engine::Req {
   bool scheduled_once = false, got_token = false;
   int64_t generated = 0, cached_tokens = 0;
   std::vector<int32_t> output;  ///< sampled ids (incl. a final EOS/stop token)
+  std::vector<TokenLogprob> prompt_lps;  ///< EngineRequest::prompt_logprobs: tokens 1 .. n-1 of the prompt
+  bool prompt_lps_sent = false;
 };
+
+namespace {
+
+// The logprob of `id` and the top k under raw logits (natural log of the softmax; ties: lower id first).
+TokenLogprob token_logprob(std::span<const float> raw, int32_t id, int k) {
+  TokenLogprob lp;
+  lp.id = id;
+  float mx = -INFINITY;
+  for (float v : raw) mx = std::max(mx, v);
+  double s = 0;
+  for (float v : raw) s += std::exp(static_cast<double>(v - mx));
+  const float lse = mx + static_cast<float>(std::log(s));
+  lp.logprob = raw[id] - lse;
+  for (float v : raw) lp.rank += v > raw[id];
+  if (k > 0) {
+    std::vector<int32_t> idx(raw.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    const size_t kk = std::min(idx.size(), static_cast<size_t>(k));
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(kk), idx.end(),
+                      [&](int32_t a, int32_t b) { return raw[a] > raw[b] || (raw[a] == raw[b] && a < b); });
+    for (size_t i = 0; i < kk; ++i) lp.top.emplace_back(idx[i], raw[idx[i]] - lse);
+  }
+  return lp;
+}
+
+}  // namespace
 
 namespace {
 size_t mem_available_bytes() {
@@ -167,7 +196,7 @@ std::shared_ptr<RequestHandle> Engine::add_request(EngineRequest req) {
   const int V = backend_.model().vocab_size();
   for (int32_t t : req.prompt)
     if (t < 0 || t >= V) throw RequestError(K::kInvalid, fmt::format("token id {} is outside the vocabulary of {}", t, V));
-  if (req.max_tokens < 1) throw RequestError(K::kInvalid, fmt::format("max_tokens must be at least 1, got {}", req.max_tokens));
+  if (req.max_tokens < 0) throw RequestError(K::kInvalid, fmt::format("max_tokens must be at least 0, got {}", req.max_tokens));
   if (plen + req.max_tokens > cfg_.max_model_len)
     throw RequestError(K::kTooLong,
                        fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
@@ -184,12 +213,23 @@ std::shared_ptr<RequestHandle> Engine::add_request(EngineRequest req) {
   for (int32_t t : req.stop_token_ids)
     if (t < 0 || t >= V) throw RequestError(K::kInvalid, fmt::format("stop token id {} is outside the vocabulary", t));
   if (req.logprobs > 20) throw RequestError(K::kInvalid, "logprobs must be at most 20");
+  if (req.prompt_logprobs > 20) throw RequestError(K::kInvalid, "prompt_logprobs must be at most 20");
+  const TokenConstraints& tc = req.constraints;
+  if (tc.min_tokens < 0 || tc.min_tokens > req.max_tokens)
+    throw RequestError(K::kInvalid, fmt::format("min_tokens must be in [0, max_tokens = {}], got {}", req.max_tokens,
+                                                tc.min_tokens));
+  for (int32_t t : tc.allowed_token_ids)
+    if (t < 0 || t >= V) throw RequestError(K::kInvalid, fmt::format("allowed token id {} is outside the vocabulary", t));
+  for (const auto& w : tc.bad_words)
+    for (int32_t t : w)
+      if (t < 0 || t >= V) throw RequestError(K::kInvalid, fmt::format("bad word token id {} is outside the vocabulary", t));
 
   auto r = std::make_unique<Req>();
   r->r = std::move(req);
   r->arrival = Clock::now();
   r->seq.tokens = r->r.prompt;
   r->seq.num_prompt = plen;
+  r->seq.no_prefix_cache = r->r.prompt_logprobs >= 0;
   r->sampler = std::make_unique<Sampler>(r->r.sampling);
   r->detok = std::make_unique<IncrementalDecoder>(tok_, r->r.skip_special_tokens);
   r->stopper = std::make_unique<StopStringFilter>(r->r.stop);
@@ -274,24 +314,10 @@ void Engine::on_token(Req& r, int32_t tok, std::span<const float> raw) {
 
   RequestOutput o;
   o.token_ids.push_back(tok);
-  if (r.r.logprobs >= 0) {
-    TokenLogprob lp;
-    lp.id = tok;
-    float mx = -INFINITY;
-    for (float v : raw) mx = std::max(mx, v);
-    double s = 0;
-    for (float v : raw) s += std::exp(static_cast<double>(v - mx));
-    const float lse = mx + static_cast<float>(std::log(s));
-    lp.logprob = raw[tok] - lse;
-    if (r.r.logprobs > 0) {
-      std::vector<int32_t> idx(raw.size());
-      for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-      const size_t k = std::min(idx.size(), static_cast<size_t>(r.r.logprobs));
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
-                        [&](int32_t a, int32_t b) { return raw[a] > raw[b] || (raw[a] == raw[b] && a < b); });
-      for (size_t i = 0; i < k; ++i) lp.top.emplace_back(idx[i], raw[idx[i]] - lse);
-    }
-    o.logprobs.push_back(std::move(lp));
+  if (r.r.logprobs >= 0) o.logprobs.push_back(token_logprob(raw, tok, r.r.logprobs));
+  if (!r.prompt_lps_sent) {
+    o.prompt_logprobs = std::move(r.prompt_lps);
+    r.prompt_lps_sent = true;
   }
 
   const bool is_eos = !r.r.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end();
@@ -340,9 +366,11 @@ bool Engine::step() {
       metrics_.request_queue_time_seconds.observe(std::chrono::duration<double>(now - r.arrival).count());
       metrics_.prompt_tokens_total += r.seq.num_prompt;
     }
+    // Prompt logprobs: every position of a prompt chunk gets logits (once; not again after a preemption).
+    const bool all = r.r.prompt_logprobs >= 0 && !r.prompt_lps_sent && c.start + c.count <= c.seq->num_prompt;
     batch_.push_back(BatchChunk{std::span<const int32_t>(c.seq->tokens).subspan(static_cast<size_t>(c.start),
                                                                                 static_cast<size_t>(c.count)),
-                                c.start, c.seq->blocks.table, false});
+                                c.start, c.seq->blocks.table, all});
   }
   try {
     backend_.forward(batch_, *cache_, logits_);
@@ -357,12 +385,45 @@ bool Engine::step() {
   sched_->on_step_done(out);
   const size_t V = static_cast<size_t>(backend_.model().vocab_size());
   std::vector<float> raw;
+  size_t row0 = 0;  // first logits row of chunk i
+  std::vector<int32_t> stop_ids;
   for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const size_t rows = batch_[i].all_logits ? batch_[i].tokens.size() : 1;
+    const size_t first_row = row0;
+    row0 += rows;
     Sequence* s = out.chunks[i].seq;
-    if (s->num_computed < s->num_tokens()) continue;  // prefill not finished yet
     Req& r = *reqs_.at(s->id);
-    std::span<float> row(&logits_[i * V], V);
+    if (batch_[i].all_logits) {
+      // Row j predicts position start + j + 1: the prompt token there, while it is one.
+      const int64_t start = out.chunks[i].start;
+      for (size_t j = 0; j < rows; ++j) {
+        const int64_t p = start + static_cast<int64_t>(j) + 1;
+        if (p >= s->num_prompt) break;
+        r.prompt_lps.push_back(token_logprob(std::span<const float>(&logits_[(first_row + j) * V], V),
+                                             s->tokens[static_cast<size_t>(p)], r.r.prompt_logprobs));
+      }
+    }
+    if (s->num_computed < s->num_tokens()) continue;  // prefill not finished yet
+    if (r.r.max_tokens == 0) {  // prefill only (prompt logprobs): no token is sampled
+      if (!r.prompt_lps_sent) {
+        RequestOutput o;
+        o.prompt_logprobs = std::move(r.prompt_lps);
+        r.prompt_lps_sent = true;
+        r.handle->push(std::move(o));
+      }
+      finish(r, "length");
+      continue;
+    }
+    std::span<float> row(&logits_[(first_row + rows - 1) * V], V);
     if (r.r.logprobs >= 0) raw.assign(row.begin(), row.end());
+    if (!r.r.constraints.empty()) {
+      stop_ids = r.r.stop_token_ids;
+      stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+      if (!apply_token_constraints(r.r.constraints, row, r.output, stop_ids)) {
+        finish(r, "error", "allowed_token_ids and bad_words leave no token to sample");
+        continue;
+      }
+    }
     const std::span<const int32_t> prompt(r.seq.tokens.data(), static_cast<size_t>(r.seq.num_prompt));
     // The sampler sees the generated ids so far (the last sampled one is already in seq.tokens).
     const int32_t tok = r.sampler->sample(row, prompt, r.output);

@@ -49,18 +49,24 @@ struct EngineConfig {
 struct EngineRequest {
   std::vector<int32_t> prompt;           ///< token ids (BOS included when wanted)
   SamplingParams sampling;
-  int64_t max_tokens = 16;               ///< sampled tokens at most (EOS / stop token included)
+  int64_t max_tokens = 16;               ///< sampled tokens at most (EOS / stop token included); 0: prefill only
   std::vector<std::string> stop;         ///< stop strings (removed from the text)
   std::vector<int32_t> stop_token_ids;   ///< extra stop tokens (finish "stop", not in the text)
   bool ignore_eos = false;
   int logprobs = -1;                     ///< < 0: none; k >= 0: the chosen token's logprob and the top k
   bool skip_special_tokens = true;
+  /// Constraints on the sampled tokens (sampler.h TokenConstraints): min_tokens, allowed ids, bad words.
+  TokenConstraints constraints;
+  /// < 0: none; k >= 0: the logprob of every prompt token after the first (given its prefix) and the top k.
+  /// The prompt is then computed in full (no prefix-cache reuse), its logits for every position.
+  int prompt_logprobs = -1;
 };
 
 /// One token's log-probabilities (natural log of the model's softmax, before penalties and temperature).
 struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0;
+  int rank = 1;  ///< 1 + the number of tokens with a higher logit
   std::vector<std::pair<int32_t, float>> top;  ///< most likely tokens, best first
 };
 
@@ -69,6 +75,8 @@ struct RequestOutput {
   std::string text;                 ///< new text since the previous event (stop strings held back/removed)
   std::vector<int32_t> token_ids;   ///< tokens sampled since the previous event
   std::vector<TokenLogprob> logprobs;
+  /// EngineRequest::prompt_logprobs >= 0: prompt tokens 1 .. n-1 (token 0 has no prefix), in the first event.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;        ///< "stop", "length", "abort", "error"
   std::string error;                ///< message when finish_reason == "error"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -89,6 +90,48 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
     if (r < acc) return c.second;
   }
   return cand_.back().second;
+}
+
+bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,
+                             std::span<const int32_t> stop_ids) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t V = static_cast<int64_t>(logits.size());
+  if (!c.allowed_token_ids.empty()) {
+    std::vector<float> keep(c.allowed_token_ids.size());
+    for (size_t i = 0; i < keep.size(); ++i) {
+      const int32_t t = c.allowed_token_ids[i];
+      keep[i] = t >= 0 && t < V ? logits[t] : ninf;
+    }
+    std::fill(logits.begin(), logits.end(), ninf);
+    for (size_t i = 0; i < keep.size(); ++i) {
+      const int32_t t = c.allowed_token_ids[i];
+      if (t >= 0 && t < V) logits[t] = keep[i];
+    }
+  }
+  for (const auto& w : c.bad_words) {
+    if (w.empty()) continue;
+    const size_t n = w.size() - 1;  // tokens that must precede the banned last one
+    if (output.size() < n) continue;
+    if (std::equal(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), output.end() - static_cast<std::ptrdiff_t>(n)) &&
+        w.back() >= 0 && w.back() < V)
+      logits[w.back()] = ninf;
+  }
+  auto any_finite = [&] {
+    for (float v : logits)
+      if (v != ninf) return true;
+    return false;
+  };
+  if (static_cast<int64_t>(output.size()) < c.min_tokens) {
+    std::vector<std::pair<int32_t, float>> saved;
+    for (int32_t t : stop_ids)
+      if (t >= 0 && t < V) {
+        saved.emplace_back(t, logits[t]);
+        logits[t] = ninf;
+      }
+    if (!any_finite())
+      for (const auto& [t, v] : saved) logits[t] = v;  // only stop tokens are left: min_tokens yields
+  }
+  return any_finite();
 }
 
 }  // namespace tritium

@@ -37,6 +37,24 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> cand_;
 };
 
+/// Constraints on which token may be sampled next (vLLM's SamplingParams semantics).
+struct TokenConstraints {
+  /// EOS and the stop token ids are masked until this many tokens have been generated.
+  int64_t min_tokens = 0;
+  /// Non-empty: only these ids may be sampled.
+  std::vector<int32_t> allowed_token_ids;
+  /// Token sequences that must not be generated: a one-token sequence is never sampled; for a longer one, its
+  /// last token is masked whenever the output ends with the others.
+  std::vector<std::vector<int32_t>> bad_words;
+  bool empty() const { return min_tokens == 0 && allowed_token_ids.empty() && bad_words.empty(); }
+};
+
+/// Sets the logits of the tokens `c` forbids after `output` to -inf. `stop_ids`: EOS and stop token ids, masked
+/// while output.size() < min_tokens unless no other token would remain. Returns false when no token remains
+/// (allowed_token_ids and bad_words exclude everything); logits are then unspecified.
+bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,
+                             std::span<const int32_t> stop_ids);
+
 /// Applies the penalties of `p` to logits in place (exposed for tests).
 void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt,
                      std::span<const int32_t> output);

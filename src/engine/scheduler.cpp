@@ -84,7 +84,7 @@ SchedulerOutput Scheduler::schedule() {
   while (out.preempted.empty() && budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
-    if (s->blocks.table.empty()) {
+    if (s->blocks.table.empty() && !s->no_prefix_cache) {
       // The last token is always computed (its logits are needed), so a full hit stops one token short.
       s->num_computed = bm_.acquire_cached_prefix(s->tokens, s->num_tokens() - 1, s->blocks);
     }

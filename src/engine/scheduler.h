@@ -26,6 +26,7 @@ struct Sequence {
   SeqBlocks blocks;
   int num_preemptions = 0;
   bool running = false;
+  bool no_prefix_cache = false;   ///< compute the whole prompt (its logits are wanted at every position)
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
 };
 

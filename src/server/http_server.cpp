@@ -240,6 +240,7 @@ void OpenAIServer::handle_completion(const httplib::Request& req, httplib::Respo
     ParsedRequest pr;
     std::vector<std::shared_ptr<RequestHandle>> hs;
     std::vector<bool> finished, started;
+    std::vector<size_t> text_offsets;  // per choice: characters streamed so far (logprobs.text_offset)
     int64_t prompt_tokens = 0, completion_tokens = 0;
     std::string id;
     int64_t created = 0;
@@ -249,6 +250,7 @@ void OpenAIServer::handle_completion(const httplib::Request& req, httplib::Respo
   st->hs = std::move(hs);
   st->finished.assign(st->hs.size(), false);
   st->started.assign(st->hs.size(), false);
+  st->text_offsets.assign(st->hs.size(), 0);
   st->id = id;
   st->created = created;
   auto abort_all = [this, st] {
@@ -282,7 +284,8 @@ void OpenAIServer::handle_completion(const httplib::Request& req, httplib::Respo
             if (first || ev.finished || !ev.text.empty() || !ev.logprobs.empty()) {
               st->started[k] = true;
               wrote = true;
-              if (!send(build_chunk(st->pr, static_cast<int>(k), ev, first, st->id, st->created, ctx_))) {
+              if (!send(build_chunk(st->pr, static_cast<int>(k), ev, first, st->id, st->created, ctx_,
+                                    st->text_offsets[k]))) {
                 abort_all();
                 return false;
               }

@@ -1,6 +1,8 @@
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 namespace tritium::server {
@@ -114,6 +116,14 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
     bad("suffix", "'suffix' is not supported");
   if (b.contains("best_of") && !b["best_of"].is_null() && b["best_of"] != 1)
     bad("best_of", "'best_of' other than 1 is not supported");
+  // Guided decoding and beam search change the output and are not implemented: refused, naming the field.
+  for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"})
+    if (b.contains(k) && !b[k].is_null()) bad(k, fmt::format("'{}' is not supported (no guided decoding)", k));
+  if (b.contains("use_beam_search") && !b["use_beam_search"].is_null() && b["use_beam_search"] != false)
+    bad("use_beam_search", "'use_beam_search' is not supported");
+  if (chat && b.contains("tool_choice") && !b["tool_choice"].is_null() && b["tool_choice"] != "auto" &&
+      b["tool_choice"] != "none")
+    bad("tool_choice", "'tool_choice' other than \"auto\" or \"none\" is not supported (no constrained tool calls)");
   // Structured output (json_object, json_schema, ...) needs guided decoding, which tritium does not have.
   if (b.contains("response_format") && !b["response_format"].is_null()) {
     const json& rf = b["response_format"];
@@ -168,15 +178,19 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
       r.prompts.push_back(std::move(ids));
       r.prompt_texts.push_back(s);
     };
+    // A token-id prompt's text (for echo) is its decoding, special tokens included.
+    auto add_ids = [&](const json& a) {
+      r.prompts.push_back(token_list(a, "prompt", vocab));
+      r.prompt_texts.push_back(tok.decode(r.prompts.back(), false));
+    };
     if (p.is_string()) {
       add_text(p.get<std::string>());
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-      r.prompts.push_back(token_list(p, "prompt", vocab));
-      r.prompt_texts.emplace_back();
+      add_ids(p);
     } else if (p.is_array() && !p.empty()) {
       for (const auto& e : p) {
         if (e.is_string()) add_text(e.get<std::string>());
-        else if (e.is_array()) { r.prompts.push_back(token_list(e, "prompt", vocab)); r.prompt_texts.emplace_back(); }
+        else if (e.is_array()) add_ids(e);
         else bad("prompt", "'prompt' must be a string, a list of strings, token ids, or lists of token ids");
       }
     } else {
@@ -194,7 +208,8 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
   r.n = static_cast<int>(get_int(b, "n", 1, 1, 16));
   r.echo = !chat && get_bool(b, "echo", false);
   const int64_t big = std::numeric_limits<int32_t>::max();
-  int64_t max_tokens = get_int(b, "max_tokens", -1, 1, big);
+  // Completions accept max_tokens 0 (score the prompt only: lm-evaluation-harness's echo + logprobs requests).
+  int64_t max_tokens = get_int(b, "max_tokens", -1, chat ? 1 : 0, big);
   if (chat) max_tokens = get_int(b, "max_completion_tokens", max_tokens, 1, big);
   if (max_tokens < 0) {
     // OpenAI's completions default is 16; chat defaults to the rest of the context (as vLLM).
@@ -242,7 +257,44 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
     r.logprobs = static_cast<int>(get_int(b, "logprobs", -1, 0, 20));
   }
   e.logprobs = r.logprobs;
+  r.prompt_logprobs = static_cast<int>(get_int(b, "prompt_logprobs", -1, 0, 20));
+  e.prompt_logprobs = r.prompt_logprobs;
+  if (r.echo && r.logprobs >= 0) e.prompt_logprobs = std::max(e.prompt_logprobs, r.logprobs);
+  if (max_tokens == 0 && e.prompt_logprobs < 0 && !r.echo)
+    bad("max_tokens", "'max_tokens' 0 needs 'echo' or 'prompt_logprobs' (nothing would be returned)");
+  TokenConstraints& tc = e.constraints;
+  tc.min_tokens = get_int(b, "min_tokens", 0, 0, big);
+  if (tc.min_tokens > max_tokens)
+    bad("min_tokens", fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})", tc.min_tokens, max_tokens));
+  if (b.contains("allowed_token_ids") && !b["allowed_token_ids"].is_null()) {
+    if (!b["allowed_token_ids"].is_array() || b["allowed_token_ids"].empty())
+      bad("allowed_token_ids", "'allowed_token_ids' must be a non-empty list of token ids");
+    tc.allowed_token_ids = token_list(b["allowed_token_ids"], "allowed_token_ids", vocab);
+  }
+  if (b.contains("bad_words") && !b["bad_words"].is_null()) {
+    if (!b["bad_words"].is_array()) bad("bad_words", "'bad_words' must be a list of strings");
+    for (const auto& w : b["bad_words"]) {
+      if (!w.is_string() || w.get_ref<const std::string&>().empty())
+        bad("bad_words", "'bad_words' must be a list of non-empty strings");
+      // As vLLM: the word as tokenized alone and after a space (the two ways it shows up inside text).
+      for (const std::string& v : {w.get<std::string>(), " " + w.get<std::string>()}) {
+        std::vector<int32_t> ids;
+        encode_text_checked(tok, v, false, "bad_words", ids);
+        if (!ids.empty() && std::find(tc.bad_words.begin(), tc.bad_words.end(), ids) == tc.bad_words.end())
+          tc.bad_words.push_back(std::move(ids));
+      }
+    }
+  }
   return r;
+}
+
+std::string default_model_id(const std::string& model_path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(model_path, ec), ec);
+  if (ec) p = std::filesystem::path(model_path).lexically_normal();
+  while (!p.empty() && p.filename().empty() && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  std::string name = p.filename().string();
+  return name.empty() || name == "." || name == ".." ? std::string("model") : name;
 }
 
 EngineRequest make_engine_request(const ParsedRequest& r, size_t prompt_index, int choice) {
@@ -252,39 +304,97 @@ EngineRequest make_engine_request(const ParsedRequest& r, size_t prompt_index, i
   return e;
 }
 
-json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok, bool chat, size_t text_offset) {
-  auto piece = [&](int32_t id) { return tok.decode({id}, false); };
-  auto bytes_of = [](const std::string& s) {
-    json a = json::array();
-    for (unsigned char c : s) a.push_back(static_cast<int>(c));
-    return a;
-  };
+namespace {
+
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + static_cast<size_t>(n) > s.size()) return false;
+    for (int k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0xC0) != 0x80) return false;
+    i += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Characters a token's bytes start (its non-continuation bytes): summed over a text's tokens, the text's length
+// in code points, also when a character spans tokens.
+size_t char_starts(const std::string& bytes) {
+  size_t n = 0;
+  for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+json bytes_json(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back(static_cast<int>(c));
+  return a;
+}
+
+}  // namespace
+
+std::string token_repr(const Tokenizer& tok, int32_t id) {
+  const std::string b = tok.decode_bytes({id}, false);
+  if (valid_utf8(b)) return b;
+  std::string out = "bytes:";
+  for (unsigned char c : b) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
+json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok, bool chat, size_t* text_offset,
+                   const std::vector<int32_t>* prompt, const std::vector<TokenLogprob>* prompt_lps) {
   if (chat) {
     json content = json::array();
     for (const auto& lp : lps) {
-      const std::string t = piece(lp.id);
       json top = json::array();
-      for (const auto& [id, v] : lp.top) {
-        const std::string s = piece(id);
-        top.push_back({{"token", s}, {"logprob", v}, {"bytes", bytes_of(s)}});
-      }
-      content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+      for (const auto& [id, v] : lp.top)
+        top.push_back({{"token", token_repr(tok, id)}, {"logprob", v}, {"bytes", bytes_json(tok.decode_bytes({id}, false))}});
+      content.push_back({{"token", token_repr(tok, lp.id)},
+                         {"logprob", lp.logprob},
+                         {"bytes", bytes_json(tok.decode_bytes({lp.id}, false))},
+                         {"top_logprobs", top}});
     }
     return json{{"content", content}};
   }
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
-  size_t off = text_offset;
-  for (const auto& lp : lps) {
-    const std::string t = piece(lp.id);
-    tokens.push_back(t);
-    token_lps.push_back(lp.logprob);
+  size_t off = text_offset ? *text_offset : 0;
+  auto add = [&](int32_t id, const TokenLogprob* lp) {
+    tokens.push_back(token_repr(tok, id));
+    token_lps.push_back(lp ? json(lp->logprob) : json(nullptr));
     json top = json::object();
-    for (const auto& [id, v] : lp.top) top[piece(id)] = v;
-    tops.push_back(top);
+    if (lp)
+      for (const auto& [tid, v] : lp->top) top[token_repr(tok, tid)] = v;
+    tops.push_back(lp ? top : json(nullptr));
     offsets.push_back(off);
-    off += t.size();
+    off += char_starts(tok.decode_bytes({id}, false));
+  };
+  if (prompt) {
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const TokenLogprob* lp = i > 0 && prompt_lps && i - 1 < prompt_lps->size() ? &(*prompt_lps)[i - 1] : nullptr;
+      add((*prompt)[i], lp);
+    }
   }
+  for (const auto& lp : lps) add(lp.id, &lp);
+  if (text_offset) *text_offset = off;
   return json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json prompt_logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
+  json out = json::array({nullptr});
+  for (const auto& lp : lps) {
+    json m = json::object();
+    m[std::to_string(lp.id)] = {{"logprob", lp.logprob}, {"rank", lp.rank}, {"decoded_token", token_repr(tok, lp.id)}};
+    int rank = 1;
+    for (const auto& [id, v] : lp.top) {
+      if (!m.contains(std::to_string(id)))
+        m[std::to_string(id)] = {{"logprob", v}, {"rank", rank}, {"decoded_token", token_repr(tok, id)}};
+      ++rank;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,
@@ -304,8 +414,12 @@ json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& ou
     } else {
       const std::string prefix = r.echo ? r.prompt_texts[p] : std::string();
       c["text"] = prefix + o.text;
-      c["logprobs"] = r.logprobs >= 0 ? logprobs_json(o.logprobs, *ctx.tokenizer, false, prefix.size()) : json(nullptr);
+      size_t offset = 0;
+      c["logprobs"] = r.logprobs >= 0 ? logprobs_json(o.logprobs, *ctx.tokenizer, false, &offset,
+                                                      r.echo ? &r.prompts[p] : nullptr, &o.prompt_logprobs)
+                                      : json(nullptr);
     }
+    if (r.prompt_logprobs >= 0) c["prompt_logprobs"] = prompt_logprobs_json(o.prompt_logprobs, *ctx.tokenizer);
     c["finish_reason"] = api_finish_reason(o.finish_reason);
     choices.push_back(std::move(c));
   }
@@ -322,7 +436,7 @@ json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& ou
 }
 
 json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, bool first, const std::string& id,
-                 int64_t created, const ProtocolContext& ctx) {
+                 int64_t created, const ProtocolContext& ctx, size_t& text_offset) {
   json c;
   c["index"] = index;
   if (r.chat) {
@@ -332,11 +446,17 @@ json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, boo
     c["delta"] = delta;
     c["logprobs"] = r.logprobs >= 0 && !ev.logprobs.empty() ? logprobs_json(ev.logprobs, *ctx.tokenizer, true) : json(nullptr);
   } else {
+    const size_t p = static_cast<size_t>(index / r.n);
+    const bool echo_now = first && r.echo;
     std::string text = ev.text;
-    if (first && r.echo) text = r.prompt_texts[static_cast<size_t>(index / r.n)] + text;
+    if (echo_now) text = r.prompt_texts[p] + text;
     c["text"] = text;
-    c["logprobs"] = r.logprobs >= 0 && !ev.logprobs.empty() ? logprobs_json(ev.logprobs, *ctx.tokenizer, false) : json(nullptr);
+    c["logprobs"] = r.logprobs >= 0 && (!ev.logprobs.empty() || echo_now)
+                        ? logprobs_json(ev.logprobs, *ctx.tokenizer, false, &text_offset,
+                                        echo_now ? &r.prompts[p] : nullptr, &ev.prompt_logprobs)
+                        : json(nullptr);
   }
+  if (r.prompt_logprobs >= 0 && first) c["prompt_logprobs"] = prompt_logprobs_json(ev.prompt_logprobs, *ctx.tokenizer);
   c["finish_reason"] = ev.finished ? json(api_finish_reason(ev.finish_reason)) : json(nullptr);
   return json{{"id", id},
               {"object", r.chat ? "chat.completion.chunk" : "text_completion"},

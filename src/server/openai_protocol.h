@@ -44,6 +44,8 @@ struct ParsedRequest {
   bool echo = false;
   /// Completions: logprobs count (-1 none). Chat: logprobs true -> top_logprobs count (0..20), else -1.
   int logprobs = -1;
+  /// vLLM's prompt_logprobs: top count (-1 none); the choice then carries "prompt_logprobs".
+  int prompt_logprobs = -1;
   std::vector<std::vector<int32_t>> prompts;   ///< one entry per prompt (a chat has one)
   std::vector<std::string> prompt_texts;       ///< the prompt text (for echo), "" for token prompts
   EngineRequest base;                          ///< prompt left empty; sampling, limits, stops
@@ -57,17 +59,33 @@ ParsedRequest parse_request(const nlohmann::json& body, bool chat, const Protoco
 /// n different but reproducible samples.
 EngineRequest make_engine_request(const ParsedRequest& r, size_t prompt_index, int choice);
 
-/// logprobs object of one choice for the tokens of `out` (completions or chat format).
+/// logprobs object of one choice for the tokens of `out` (completions or chat format). `text_offset`: the
+/// characters (code points) of the choice's text before the first token; advanced past the tokens. Completions
+/// with `prompt` (echo): the prompt's tokens come first, the first of them with null logprobs.
 nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok, bool chat,
-                             size_t text_offset = 0);
+                             size_t* text_offset = nullptr, const std::vector<int32_t>* prompt = nullptr,
+                             const std::vector<TokenLogprob>* prompt_lps = nullptr);
+
+/// A token as the API shows it: its text when its bytes are valid UTF-8, else "bytes:\xNN..." (OpenAI's form for
+/// a token that is part of a character), so that distinct tokens never share a key.
+std::string token_repr(const Tokenizer& tok, int32_t id);
+
+/// vLLM's prompt_logprobs list: null for the first token, then {"<id>": {logprob, rank, decoded_token}} holding
+/// the prompt token and the top ones.
+nlohmann::json prompt_logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok);
+
+/// The model id the API serves when --served-model-name is not given: the last component of the model's path
+/// (trailing separators and "." resolved), "model" when there is none.
+std::string default_model_id(const std::string& model_path);
 
 /// The non-streaming response of finished choices (outs[k] is choice k).
 nlohmann::json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,
                               int64_t created, const ProtocolContext& ctx);
 
 /// One streaming chunk for choice `index` with new text (and logprobs), finish_reason when finished.
+/// `text_offset`: the choice's characters streamed so far (logprobs.text_offset), advanced by this chunk.
 nlohmann::json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, bool first, const std::string& id,
-                           int64_t created, const ProtocolContext& ctx);
+                           int64_t created, const ProtocolContext& ctx, size_t& text_offset);
 
 /// The final usage chunk (choices: []).
 nlohmann::json build_usage_chunk(const ParsedRequest& r, int64_t prompt_tokens, int64_t completion_tokens,

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "engine/generator.h"
@@ -99,4 +100,43 @@ TEST(StopStrings, HeldBackAcrossPiecesAndCut) {
   EXPECT_TRUE(f.stopped());
   EXPECT_EQ(out, "Hello </x ");
   EXPECT_EQ(f.push("ignored"), "");
+}
+
+// apply_token_constraints: allowed ids, one- and two-token bad words, min_tokens masking EOS / stop ids unless
+// nothing else is left, and false when nothing can be sampled.
+TEST(TokenConstraints, MasksWhatTheyForbid) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> l = {0.f, 1.f, 2.f, 3.f, 4.f};
+  TokenConstraints c;
+  c.allowed_token_ids = {1, 3, 4};
+  c.bad_words = {{4}, {2, 3}};
+  const std::vector<int32_t> out_a = {0, 2};  // ends with 2: "2 3" bans 3
+  EXPECT_TRUE(apply_token_constraints(c, l, out_a, {}));
+  EXPECT_EQ(l, (std::vector<float>{ninf, 1.f, ninf, ninf, ninf}));
+  l = {0.f, 1.f, 2.f, 3.f, 4.f};
+  const std::vector<int32_t> out_b = {0, 1};  // does not end with 2: 3 stays
+  EXPECT_TRUE(apply_token_constraints(c, l, out_b, {}));
+  EXPECT_EQ(l, (std::vector<float>{ninf, 1.f, ninf, 3.f, ninf}));
+  // min_tokens: stop ids masked while fewer tokens are out; kept when they are all that is left.
+  TokenConstraints m;
+  m.min_tokens = 3;
+  l = {0.f, 1.f, 2.f};
+  const std::vector<int32_t> stop = {2};
+  EXPECT_TRUE(apply_token_constraints(m, l, out_b, stop));
+  EXPECT_EQ(l[2], ninf);
+  EXPECT_EQ(l[1], 1.f);
+  m.allowed_token_ids = {2};
+  l = {0.f, 1.f, 2.f};
+  EXPECT_TRUE(apply_token_constraints(m, l, out_b, stop));
+  EXPECT_EQ(l[2], 2.f);
+  const std::vector<int32_t> three = {0, 1, 1};
+  l = {0.f, 1.f, 2.f};
+  m.allowed_token_ids = {};
+  EXPECT_TRUE(apply_token_constraints(m, l, three, stop));
+  EXPECT_EQ(l[2], 2.f);  // min_tokens reached
+  TokenConstraints none;
+  none.allowed_token_ids = {1};
+  none.bad_words = {{1}};
+  l = {0.f, 1.f, 2.f};
+  EXPECT_FALSE(apply_token_constraints(none, l, out_b, {}));
 }

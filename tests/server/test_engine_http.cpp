@@ -340,3 +340,179 @@ TEST(EngineHttp, GracefulShutdownFinishesInFlight) {
   EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos);
   EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
 }
+
+namespace {
+
+// The SSE payloads of a streamed response body, [DONE] excluded.
+std::vector<json> sse_events(const std::string& body) {
+  std::vector<json> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    const std::string payload = body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") break;
+    out.push_back(json::parse(payload));
+  }
+  return out;
+}
+
+// log_softmax(logits of position p - 1)[token p] for every prompt position p >= 1, from one CPU forward.
+std::vector<double> reference_prompt_logprobs(const Transformer& m, const std::vector<int32_t>& ids) {
+  const ModelConfig& c = m.config();
+  KvCache cache(KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 8});
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  BatchChunk ch{ids, 0, table, true};
+  std::vector<float> logits;
+  CpuBackend(m).forward({&ch, 1}, cache, logits);
+  const int V = c.vocab_size;
+  std::vector<double> out;
+  for (size_t p = 1; p < ids.size(); ++p) {
+    const float* row = &logits[(p - 1) * V];
+    double mx = -1e30, s = 0;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (int v = 0; v < V; ++v) s += std::exp(row[v] - mx);
+    out.push_back(row[ids[p]] - mx - std::log(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+// lm-evaluation-harness's local-completions requests: a token-id prompt, echo, logprobs and max_tokens 0 return the
+// prompt's text and the logprob of every prompt token after the first (the first one null), as one plain forward
+// computes them; nothing is generated.
+TEST(OpenAiApi, EchoTokenPromptScoresThePrompt) {
+  Fixture f;
+  auto c = f.client();
+  const std::vector<int32_t> ids = f.tok->encode("The old man sat by the fire and told a story", true);
+  int st = 0;
+  json r = post_json(c, "/v1/completions", {{"prompt", ids}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  const json& ch = r["choices"][0];
+  EXPECT_EQ(ch["text"], f.tok->decode(ids, false));
+  EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+  const json& lp = ch["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  const std::vector<double> want = reference_prompt_logprobs(*f.model, ids);
+  for (size_t p = 1; p < ids.size(); ++p) EXPECT_NEAR(lp["token_logprobs"][p].get<double>(), want[p - 1], 1e-4) << p;
+  // The same scores with prefix caching in play: a second identical request is not served from cached blocks.
+  json r2 = post_json(c, "/v1/completions", {{"prompt", ids}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}}, &st);
+  EXPECT_EQ(r2["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  // vLLM's prompt_logprobs on a generating request: one entry per prompt token, the first null.
+  r = post_json(c, "/v1/completions", {{"prompt", ids}, {"max_tokens", 2}, {"prompt_logprobs", 0}}, &st);
+  ASSERT_EQ(st, 200);
+  const json& pl = r["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), ids.size());
+  EXPECT_TRUE(pl[0].is_null());
+  EXPECT_NEAR(pl[1][std::to_string(ids[1])]["logprob"].get<double>(), want[0], 1e-4);
+  // max_tokens 0 with nothing to return is refused.
+  post_json(c, "/v1/completions", {{"prompt", ids}, {"max_tokens", 0}}, &st);
+  EXPECT_EQ(st, 400);
+}
+
+// Streamed logprobs carry the characters streamed before each token, as the non-streamed response does.
+TEST(OpenAiApi, StreamedTextOffsetsAdvance) {
+  Fixture f;
+  auto c = f.client();
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 0}};
+  int st = 0;
+  const json full = post_json(c, "/v1/completions", req, &st);
+  ASSERT_EQ(st, 200);
+  json sreq = req;
+  sreq["stream"] = true;
+  auto sr = c.Post("/v1/completions", sreq.dump(), "application/json");
+  ASSERT_TRUE(sr);
+  std::vector<int64_t> offsets;
+  for (const json& e : sse_events(sr->body)) {
+    const json& lp = e["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const auto& o : lp["text_offset"]) offsets.push_back(o.get<int64_t>());
+  }
+  const json& want = full["choices"][0]["logprobs"]["text_offset"];
+  ASSERT_EQ(offsets.size(), want.size());
+  for (size_t i = 0; i < offsets.size(); ++i) EXPECT_EQ(offsets[i], want[i].get<int64_t>()) << i;
+  EXPECT_GT(offsets.back(), 0);
+}
+
+// A token that is part of a UTF-8 character is shown as "bytes:\xNN..." with its own bytes: chat "bytes" are the
+// token's bytes, and completions' top_logprobs keep one entry per token (no collisions on U+FFFD).
+TEST(OpenAiApi, PartialUtf8TokensKeepTheirBytes) {
+  auto tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+  std::vector<int32_t> partial;
+  for (int32_t id = 0; id < tok->vocab_size() && partial.size() < 2; ++id) {
+    const std::string b = tok->decode_bytes({id}, false);
+    if (b.size() == 1 && static_cast<unsigned char>(b[0]) >= 0x80) partial.push_back(id);
+  }
+  ASSERT_EQ(partial.size(), 2u) << "the vocabulary has no single-byte tokens >= 0x80";
+  TokenLogprob lp;
+  lp.id = partial[0];
+  lp.logprob = -1.0f;
+  lp.top = {{partial[0], -1.0f}, {partial[1], -2.0f}};
+  const json chat = server::logprobs_json({lp}, *tok, true);
+  const std::string b0 = tok->decode_bytes({partial[0]}, false);
+  EXPECT_EQ(chat["content"][0]["bytes"], json::array({static_cast<int>(static_cast<unsigned char>(b0[0]))}));
+  EXPECT_EQ(chat["content"][0]["token"].get<std::string>().rfind("bytes:\\x", 0), 0u);
+  const json comp = server::logprobs_json({lp}, *tok, false);
+  EXPECT_EQ(comp["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(server::token_repr(*tok, partial[0]), fmt::format("bytes:\\x{:02x}", static_cast<unsigned char>(b0[0])));
+}
+
+// min_tokens, allowed_token_ids and bad_words change what is sampled; fields that would need guided decoding or
+// beam search are refused naming the field.
+TEST(OpenAiApi, TokenConstraintsAndRefusedFields) {
+  Fixture f;
+  auto c = f.client();
+  int st = 0;
+  // allowed_token_ids: one id -> every sampled token is that one.
+  const int32_t a = f.tok->encode(" the", false).at(0);
+  json r = post_json(c, "/v1/completions",
+                     {{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 1.0}, {"seed", 3},
+                      {"allowed_token_ids", {a}}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["text"], f.tok->decode({a, a, a, a, a}, true));
+  // min_tokens: with only EOS and one other token allowed, EOS cannot end the request before 4 tokens.
+  const int32_t eos = *f.tok->eos_id();
+  r = post_json(c, "/v1/completions",
+                {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"min_tokens", 4},
+                 {"allowed_token_ids", {eos, a}}, {"logit_bias", json::object()}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_GE(r["usage"]["completion_tokens"].get<int>(), 4);
+  // bad_words: the greedy continuation's first word is never produced.
+  const json plain = post_json(c, "/v1/completions",
+                               {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 0}}, &st);
+  const std::string first = plain["choices"][0]["logprobs"]["tokens"][0];
+  r = post_json(c, "/v1/completions",
+                {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 0},
+                 {"bad_words", {first}}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  for (const auto& t : r["choices"][0]["logprobs"]["tokens"]) EXPECT_NE(t.get<std::string>(), first);
+  // Refused fields.
+  for (const char* k : {"guided_json", "guided_regex", "guided_choice"}) {
+    r = post_json(c, "/v1/completions", {{"prompt", "x"}, {k, "a"}}, &st);
+    EXPECT_EQ(st, 400) << k;
+    EXPECT_EQ(r["error"]["param"], k);
+  }
+  r = post_json(c, "/v1/completions", {{"prompt", "x"}, {"use_beam_search", true}}, &st);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(r["error"]["param"], "use_beam_search");
+  r = post_json(c, "/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tool_choice", "required"}}, &st);
+  EXPECT_EQ(st, 400);
+  EXPECT_EQ(r["error"]["param"], "tool_choice");
+  r = post_json(c, "/v1/completions", {{"prompt", "x"}, {"min_tokens", 20}, {"max_tokens", 4}}, &st);
+  EXPECT_EQ(st, 400);
+}
+
+// The served model id comes from the model path with trailing separators and "." resolved.
+TEST(OpenAiApi, DefaultModelIdFromThePath) {
+  EXPECT_EQ(server::default_model_id(test::bundled_model()), "tiny-bitnet");
+  EXPECT_EQ(server::default_model_id(test::bundled_model() + "/"), "tiny-bitnet");
+  EXPECT_EQ(server::default_model_id(test::bundled_model() + "/."), "tiny-bitnet");
+  EXPECT_EQ(server::default_model_id(test::bundled_model() + "/../tiny-bitnet//"), "tiny-bitnet");
+  EXPECT_EQ(server::default_model_id("/"), "model");
+  EXPECT_FALSE(server::default_model_id(".").empty());
+  EXPECT_NE(server::default_model_id("."), ".");
+}
