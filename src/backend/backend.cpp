@@ -23,4 +23,16 @@ BatchShape validate_batch(const ModelConfig& c, std::span<const BatchChunk> batc
   return s;
 }
 
+std::vector<int64_t> segment_row_begins(std::span<const BatchChunk> batch) {
+  std::vector<int64_t> begins;
+  int64_t row = 0;
+  for (const auto& ch : batch) {
+    const int64_t T = static_cast<int64_t>(ch.tokens.size());
+    for (int64_t t = 0; t < T; ++t)
+      if (starts_segment(ch, t)) begins.push_back(row + t);
+    row += T;
+  }
+  return begins;
+}
+
 }  // namespace tritium

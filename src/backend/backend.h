@@ -25,7 +25,27 @@ struct BatchChunk {
   int64_t start_pos = 0;
   std::span<const int32_t> block_table;
   bool all_logits = false;  ///< logits for every token (scoring) or only for the last one (generation)
+  /// Positions from here on are generated tokens (each its own statistic segment, as when it was decoded);
+  /// the default: every position is a prompt position.
+  int64_t num_prompt = INT64_MAX;
 };
+
+/// Statistic segments: a backend splits the rows of each chunk at the prompt positions that are multiples of
+/// kStatSegment and before every generated position, and a projection whose activation statistics span rows (the
+/// per-tensor int8 methods, LLM.int8()'s outlier columns; quant/int8_projection.h) takes them per segment. A
+/// segment's tokens depend only on the sequence, so the results of a request do not depend on its batch mates, on
+/// how the scheduler cut its prompt into chunks (at segment boundaries, engine/scheduler.h), on a recompute after
+/// preemption, or on which prefix of its prompt came from the cache.
+inline constexpr int64_t kStatSegment = 16;
+
+/// Whether row t of chunk ch starts a statistic segment.
+inline bool starts_segment(const BatchChunk& ch, int64_t t) {
+  const int64_t p = ch.start_pos + t;
+  return t == 0 || p >= ch.num_prompt || p % kStatSegment == 0;
+}
+
+/// The first row of each statistic segment of `batch`, in row order (row_begin of Linear::forward).
+std::vector<int64_t> segment_row_begins(std::span<const BatchChunk> batch);
 
 /// Row counts of a validated batch.
 struct BatchShape {

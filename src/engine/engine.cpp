@@ -370,7 +370,7 @@ bool Engine::step() {
     const bool all = r.r.prompt_logprobs >= 0 && !r.prompt_lps_sent && c.start + c.count <= c.seq->num_prompt;
     batch_.push_back(BatchChunk{std::span<const int32_t>(c.seq->tokens).subspan(static_cast<size_t>(c.start),
                                                                                 static_cast<size_t>(c.count)),
-                                c.start, c.seq->blocks.table, all});
+                                c.start, c.seq->blocks.table, all, c.seq->num_prompt});
   }
   try {
     backend_.forward(batch_, *cache_, logits_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "backend/backend.h"
 #include "core/error.h"
 
 namespace tritium {
@@ -41,6 +42,17 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   out.preempted.push_back(seq);
 }
 
+int64_t Scheduler::chunk_size(const Sequence& s, int64_t budget) const {
+  const int64_t left = s.num_tokens() - s.num_computed;
+  if (left <= budget) return left;
+  // A partial chunk ends at a statistic segment boundary of the prompt (backend/backend.h), so that every segment
+  // is computed in one forward; past the prompt every token is a segment of its own.
+  const int64_t end = s.num_computed + budget;
+  if (end > s.num_prompt) return budget;
+  const int64_t aligned = end / kStatSegment * kStatSegment;
+  return aligned > s.num_computed ? aligned - s.num_computed : 0;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = cfg_.max_num_batched_tokens;
@@ -55,7 +67,8 @@ SchedulerOutput Scheduler::schedule() {
   for (Sequence* s : order) {
     if (budget <= 0) break;
     if (!s->running) continue;  // preempted earlier in this loop
-    const int64_t n = std::min(s->num_tokens() - s->num_computed, budget);
+    const int64_t n = chunk_size(*s, budget);
+    if (n == 0) continue;  // the budget left holds no whole statistic segment
     if (bm_.blocks_for(s->num_computed + n) > bm_.num_blocks()) {  // outgrew the whole pool
       remove(s);
       s->num_computed = 0;
@@ -85,10 +98,17 @@ SchedulerOutput Scheduler::schedule() {
          static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
     if (s->blocks.table.empty() && !s->no_prefix_cache) {
-      // The last token is always computed (its logits are needed), so a full hit stops one token short.
-      s->num_computed = bm_.acquire_cached_prefix(s->tokens, s->num_tokens() - 1, s->blocks);
+      // The last token is always computed (its logits are needed), and the prompt segment that holds it is
+      // computed whole (its statistics, backend/backend.h): a hit ends at the last segment boundary before it.
+      const int64_t last = s->num_tokens() - 1;
+      s->num_computed = bm_.acquire_cached_prefix(s->tokens, last / kStatSegment * kStatSegment, s->blocks);
+      if (s->num_computed % kStatSegment != 0) {  // blocks smaller than a segment: back off to a segment boundary
+        bm_.free(s->blocks);
+        s->num_computed = bm_.acquire_cached_prefix(s->tokens, s->num_computed / kStatSegment * kStatSegment, s->blocks);
+      }
     }
-    const int64_t n = std::min(s->num_tokens() - s->num_computed, budget);
+    const int64_t n = chunk_size(*s, budget);
+    if (n == 0) break;  // FIFO: wait for a step with room for a whole statistic segment
     if (!bm_.allocate(s->blocks, s->num_computed + n)) {
       if (bm_.blocks_for(s->num_tokens()) > bm_.num_blocks()) {  // can never fit, even alone
         waiting_.pop_front();

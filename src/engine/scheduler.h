@@ -72,6 +72,9 @@ class Scheduler {
   const SchedulerConfig& config() const { return cfg_; }
 
  private:
+  /// Tokens of s to compute this step under `budget` (0: none fit); a partial prompt chunk ends at a statistic
+  /// segment boundary.
+  int64_t chunk_size(const Sequence& s, int64_t budget) const;
   void preempt(Sequence* seq, SchedulerOutput& out);
 
   SchedulerConfig cfg_;

@@ -24,7 +24,8 @@ namespace {
 
 enum Cmd : int32_t { kStop = 0, kForward = 1 };
 
-/// Batch wire format (int32): S, then per chunk T, start_pos, all_logits, table length, tokens[T], table[...].
+/// Batch wire format (int32): S, then per chunk T, start_pos, all_logits, table length, num_prompt (-1: every
+/// position is a prompt position), tokens[T], table[...].
 void serialize(std::span<const BatchChunk> batch, std::vector<int32_t>& w) {
   w.clear();
   w.push_back(static_cast<int32_t>(batch.size()));
@@ -33,6 +34,7 @@ void serialize(std::span<const BatchChunk> batch, std::vector<int32_t>& w) {
     w.push_back(static_cast<int32_t>(c.start_pos));
     w.push_back(c.all_logits ? 1 : 0);
     w.push_back(static_cast<int32_t>(c.block_table.size()));
+    w.push_back(c.num_prompt > INT32_MAX ? -1 : static_cast<int32_t>(c.num_prompt));
     w.insert(w.end(), c.tokens.begin(), c.tokens.end());
     w.insert(w.end(), c.block_table.begin(), c.block_table.end());
   }
@@ -47,7 +49,9 @@ std::vector<BatchChunk> deserialize(const std::vector<int32_t>& w) {
     const size_t T = static_cast<size_t>(w.at(i)), nbt = static_cast<size_t>(w.at(i + 3));
     c.start_pos = w.at(i + 1);
     c.all_logits = w.at(i + 2) != 0;
-    i += 4;
+    const int32_t np = w.at(i + 4);
+    if (np >= 0) c.num_prompt = np;
+    i += 5;
     TRITIUM_CHECK(i + T + nbt <= w.size(), "tensor parallel: truncated batch message");
     c.tokens = std::span<const int32_t>(w.data() + i, T);
     c.block_table = std::span<const int32_t>(w.data() + i + T, nbt);

@@ -136,15 +136,15 @@ TEST(EngineBatchInvariance, ModelLogitsIndependentOfBatch) {
   }
 }
 
-TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemption) {
-  OneThread one;
-  const Loaded& m = bitnet();
-  // 16 requests: each alone vs among 15 others (fewer tokens under the sanitizers, which are ~20x slower).
+namespace {
+
+// Greedy output of each request alone (and through the single-request Generator) equals its output among all the
+// others with prefix caching on, with caching off and a small token budget (more prefill chunking), and under
+// forced preemption.
+void check_greedy_invariance(const Loaded& m, const char* what) {
   const int n = 16;
   const int max_tokens = test::under_sanitizer() ? 4 : 16;
   auto prompts = make_prompts(*m.tok, n);
-
-  // Reference: each request alone in its own engine, and the single-request Generator for the first.
   std::vector<std::vector<int32_t>> alone;
   for (const auto& p : prompts) alone.push_back(run_all(m, small_cfg(), {p}, max_tokens)[0]);
   {
@@ -153,29 +153,51 @@ TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemption) {
     go.max_new_tokens = max_tokens;
     go.sampling.temperature = 0;
     go.ignore_eos = true;
-    EXPECT_EQ(gen.generate(prompts[0], go, nullptr, nullptr), alone[0]);
+    EXPECT_EQ(gen.generate(prompts[0], go, nullptr, nullptr), alone[0]) << what;
   }
-
-  // 16 concurrent, prefix caching on.
   EngineMetrics mt;
   auto concurrent = run_all(m, small_cfg(), prompts, max_tokens, &mt);
   EXPECT_GT(mt.prefix_cache_hits_total, 0);
-  for (int i = 0; i < n; ++i) EXPECT_EQ(concurrent[i], alone[i]) << "request " << i << " (prefix caching on)";
-
-  // Prefix caching off, and a small token budget (more prefill chunking).
+  for (int i = 0; i < n; ++i) EXPECT_EQ(concurrent[i], alone[i]) << what << ", request " << i << " (prefix caching on)";
+  // The same requests again on that engine's kind of cache: served from cached prefixes, same output.
+  auto twice = run_all(m, small_cfg(), [&] { auto d = prompts; d.insert(d.end(), prompts.begin(), prompts.end()); return d; }(),
+                       max_tokens);
+  for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(twice[i], alone[i % n]) << what << ", request " << i << " (repeated)";
   EngineConfig off = small_cfg();
   off.enable_prefix_caching = false;
   off.max_num_batched_tokens = 37;
   auto no_cache = run_all(m, off, prompts, max_tokens, &mt);
   EXPECT_EQ(mt.prefix_cache_hits_total, 0);
-  for (int i = 0; i < n; ++i) EXPECT_EQ(no_cache[i], alone[i]) << "request " << i << " (prefix caching off)";
-
-  // A tiny pool forces preemption by recompute.
+  for (int i = 0; i < n; ++i) EXPECT_EQ(no_cache[i], alone[i]) << what << ", request " << i << " (prefix caching off)";
   EngineConfig tiny = small_cfg();
   tiny.num_blocks = 14;  // 224 token slots for 16 requests
   auto preempted = run_all(m, tiny, prompts, max_tokens, &mt);
   EXPECT_GT(mt.num_preemptions_total, 0);
-  for (int i = 0; i < n; ++i) EXPECT_EQ(preempted[i], alone[i]) << "request " << i << " (preemption)";
+  for (int i = 0; i < n; ++i) EXPECT_EQ(preempted[i], alone[i]) << what << ", request " << i << " (preemption)";
+}
+
+}  // namespace
+
+TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemption) {
+  OneThread one;
+  check_greedy_invariance(bitnet(), "tiny-bitnet");
+}
+
+// Quantization methods whose activation statistics span rows (per-tensor absmax, zero-point, LLM.int8()'s outlier
+// columns) take them per statistic segment of the sequence (backend/backend.h), so they are as invariant.
+TEST(EngineBatchInvariance, Int8MethodsWithCrossRowStatisticsAreInvariant) {
+  REQUIRE_SHARED_DATA(s);
+  OneThread one;
+  for (const char* method : {"int8-absmax", "int8-zeropoint", "llm-int8"}) {
+    Loaded q;
+    LoadOptions lo;
+    lo.quant = method;
+    q.model = load_transformer(s + "/models/tiny-qwen2", lo);
+    q.be = std::make_shared<CpuBackend>(*q.model);
+    q.tok = Tokenizer::from_file(s + "/models/tiny-qwen2/tokenizer.json");
+    check_greedy_invariance(q, method);
+    if (test::under_sanitizer()) break;  // one method is enough there
+  }
 }
 
 TEST(EngineRequests, SeedReproducibleUnderBatching) {

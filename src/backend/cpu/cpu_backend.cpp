@@ -73,15 +73,9 @@ void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std:
       }
   }
 
-  // First row of each chunk: formats whose statistics span rows compute them per request.
-  std::vector<int64_t> row_begin;
-  {
-    int64_t r0 = 0;
-    for (const auto& ch : batch) {
-      row_begin.push_back(r0);
-      r0 += static_cast<int64_t>(ch.tokens.size());
-    }
-  }
+  // Statistic segments (backend.h): formats whose statistics span rows compute them per segment.
+  const std::vector<int64_t> row_begin = segment_row_begins(batch);
+
   std::vector<float> h(static_cast<size_t>(M * Hd)), qkv(static_cast<size_t>(M * (qd + 2 * kvd)));
   std::vector<float> q(static_cast<size_t>(M * qd)), attn(static_cast<size_t>(M * qd));
   std::vector<float> gu(static_cast<size_t>(M * 2 * I)), act(static_cast<size_t>(M * I));

@@ -164,7 +164,8 @@ class CudaBackend final : public Backend {
   int32_t* meta_h_ = nullptr;  // pinned
   size_t meta_cap_ = 0;
   // Metadata views (device) for the current shape.
-  const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *out_d_ = nullptr, *bt_d_ = nullptr,
+  const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *seg_d_ = nullptr, *out_d_ = nullptr,
+                *bt_d_ = nullptr,
                 *tiles_d_ = nullptr;
 
   struct GraphEntry {

@@ -68,9 +68,9 @@ void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S
 }
 
 void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv& kv, int M, int S, int O) {
-  // Layout: tokens [M], positions [M], sequence of each row [M], rows that give logits [O], tables [S, W],
-  // prefill tiles [ntiles, 2].
-  const size_t need = static_cast<size_t>(3 * M + O) + static_cast<size_t>(S) * bt_width_ + tiles_h_.size();
+  // Layout: tokens [M], positions [M], sequence of each row [M], statistic segment of each row [M] (backend.h),
+  // rows that give logits [O], tables [S, W], prefill tiles [ntiles, 2].
+  const size_t need = static_cast<size_t>(4 * M + O) + static_cast<size_t>(S) * bt_width_ + tiles_h_.size();
   if (need > meta_cap_) {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     clear_graphs();
@@ -82,9 +82,10 @@ void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv
   int32_t* tok = meta_h_;
   int32_t* pos = tok + M;
   int32_t* seq = pos + M;
-  int32_t* out = seq + M;
+  int32_t* seg = seq + M;
+  int32_t* out = seg + M;
   int32_t* bt = out + O;
-  int r = 0, o = 0;
+  int r = 0, o = 0, g = -1;
   for (int s = 0; s < S; ++s) {
     const BatchChunk& ch = batch[s];
     const int T = static_cast<int>(ch.tokens.size());
@@ -102,6 +103,8 @@ void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv
       tok[r] = ch.tokens[t];
       pos[r] = static_cast<int32_t>(ch.start_pos + t);
       seq[r] = s;
+      if (starts_segment(ch, t)) ++g;
+      seg[r] = g;
       if (ch.all_logits || t == T - 1) out[o++] = r;
     }
   }
@@ -110,7 +113,8 @@ void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv
   tok_d_ = meta_d_;
   pos_d_ = tok_d_ + M;
   seq_d_ = pos_d_ + M;
-  out_d_ = seq_d_ + M;
+  seg_d_ = seq_d_ + M;
+  out_d_ = seg_d_ + M;
   bt_d_ = out_d_ + O;
   tiles_d_ = bt_d_ + static_cast<size_t>(S) * bt_width_;
   check(cudaMemcpyAsync(meta_d_, meta_h_, need * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
@@ -193,13 +197,13 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
     ternary_quantized(lin, rows, out, ldout, add);
     return;
   }
-  if (lin.kind == DevLinear::kInt8) {  // requests = sequences: row r of `in` belongs to seq_d_[row_map[r]]
+  if (lin.kind == DevLinear::kInt8) {  // statistics per segment: row r of `in` is in segment seg_d_[row_map[r]]
     const float* src = in;
     if (norm_w || row_map || ldin != lin.k) {
       cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, h_, nullptr, 0, nullptr, nullptr, stream_);
       src = h_;
     }
-    lin.i8->forward(src, lin.k, rows, seq_d_, row_map, out, ldout, add, *i8ws_, stream_);
+    lin.i8->forward(src, lin.k, rows, seg_d_, row_map, out, ldout, add, *i8ws_, stream_);
     return;
   }
   const float one = 1.0f, zero = 0.0f;
