@@ -21,6 +21,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::vector<std::string> allowed_origins;
   std::string served_model_name;
   std::string kv_cache_memory;
   double kv_cache_fraction = 0.10;
@@ -100,6 +101,7 @@ int run(const ServeArgs& a) {
   sc.host = a.host;
   sc.port = a.port;
   sc.api_key = a.api_key;
+  sc.allowed_origins = a.allowed_origins;
   sc.model_name = a.served_model_name.empty() ? server::default_model_id(lm.dir) : a.served_model_name;
   sc.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
   server::OpenAIServer srv(engine, *lm.tokenizer, chat, sc);
@@ -132,6 +134,9 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--port", a->port, "port (default 8000)")->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   sub->add_option("--served-model-name", a->served_model_name, "model id in the API (default: the folder name)");
+  sub->add_option("--allowed-origins", a->allowed_origins,
+                  "CORS: origins browsers may call the API from (e.g. https://app.example or '*'); default none")
+      ->delimiter(',');
   sub->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache pool size, e.g. 256MiB (default: a fraction of free memory)");
   sub->add_option("--kv-cache-fraction", a->kv_cache_fraction, "fraction of MemAvailable for the KV pool when --kv-cache-memory is not given")
       ->check(CLI::Range(0.001, 1.0));

@@ -68,6 +68,18 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
   });
 
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS preflight of any route: answered here, before authentication (browsers send no credentials with it).
+    if (req.method == "OPTIONS") {
+      res.status = 204;
+      res.set_header("Allow", "GET, POST, OPTIONS");
+      if (!cors_allow_origin(cfg_.allowed_origins, req.get_header_value("Origin")).empty()) {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!cfg_.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
       const std::string want = "Bearer " + cfg_.api_key;
       if (req.get_header_value("Authorization") != want) {
@@ -80,6 +92,12 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
       }
     }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr_.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string allow = cors_allow_origin(cfg_.allowed_origins, req.get_header_value("Origin"));
+    if (allow.empty()) return;
+    res.set_header("Access-Control-Allow-Origin", allow);
+    if (allow != "*") res.set_header("Vary", "Origin");
   });
   // Statuses httplib sets itself (404 no route, 413 payload too large, 400 bad request...) get OpenAI error JSON.
   svr_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -145,6 +163,32 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
   svr_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, true);
   });
+  auto tokenizer_route = [this](json (*fn)(const json&, const ProtocolContext&)) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      json body;
+      if (!parse_body(req, res, body)) return;
+      try {
+        if (body.is_object() && body.contains("model") && body["model"] != cfg_.model_name)
+          throw ApiError{404, fmt::format("The model `{}` does not exist.", body["model"].dump()), "NotFoundError",
+                         "model", "model_not_found"};
+        res.set_content(fn(body, ctx_).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  svr_.Post("/tokenize", tokenizer_route(&tokenize_json));
+  svr_.Post("/detokenize", tokenizer_route(&detokenize_json));
+}
+
+bool OpenAIServer::parse_body(const httplib::Request& req, httplib::Response& res, json& body) {
+  try {
+    body = json::parse(req.body);
+    return true;
+  } catch (const json::exception& e) {
+    send_error(res, ApiError{400, fmt::format("malformed JSON body: {}", e.what()), "invalid_request_error", "", ""});
+    return false;
+  }
 }
 
 OpenAIServer::~OpenAIServer() {
@@ -197,12 +241,7 @@ void OpenAIServer::handle_completion(const httplib::Request& req, httplib::Respo
     return;
   }
   json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    send_error(res, ApiError{400, fmt::format("malformed JSON body: {}", e.what()), "invalid_request_error", "", ""});
-    return;
-  }
+  if (!parse_body(req, res, body)) return;
   ParsedRequest pr;
   try {
     pr = parse_request(body, chat, ctx_);

@@ -1,7 +1,9 @@
 // tritium server: the OpenAI-compatible HTTP server (cpp-httplib) in front of the serving engine.
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or SSE streaming ending in "data: [DONE]"),
-// GET /v1/models, GET /health, GET /metrics (Prometheus text, vLLM's metric names with the prefix "tritium:").
+// GET /v1/models, GET /health, GET /metrics (Prometheus text, vLLM's metric names with the prefix "tritium:"),
+// POST /tokenize and /detokenize (vLLM's shapes), and OPTIONS preflight with CORS headers for
+// ServerConfig::allowed_origins.
 // Errors are OpenAI error JSON: 400 bad request / context too long, 401 wrong API key, 404 unknown model or
 // route, 413 body too large, 429 too many requests in flight, 503 shutting down. A streaming client that
 // disconnects aborts its request (its KV blocks are freed at the engine's next step).
@@ -15,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/openai_protocol.h"
@@ -29,6 +32,8 @@ struct ServerConfig {
   std::string model_name = "tritium";
   size_t max_body_bytes = 4u << 20;   ///< larger bodies get 413
   int http_threads = 0;               ///< 0 = 2 * max_num_seqs + 16 (a streaming client holds one thread)
+  /// CORS: origins whose browsers may call the API ("*": any); empty = no CORS headers.
+  std::vector<std::string> allowed_origins;
 };
 
 /// Prometheus text exposition (format 0.0.4) of the engine's metrics.
@@ -55,6 +60,8 @@ class OpenAIServer {
 
  private:
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  /// Parses the body as JSON into `body`; on failure answers 400 and returns false.
+  bool parse_body(const httplib::Request& req, httplib::Response& res, nlohmann::json& body);
   void send_error(httplib::Response& res, const ApiError& e);
 
   Engine& engine_;

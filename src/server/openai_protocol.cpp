@@ -81,6 +81,37 @@ std::string content_text(const json& c) {
   bad("messages", "message content must be a string or a list of text parts");
 }
 
+// The prompt text of a chat request: its messages (with tools and chat_template_kwargs) through the chat template.
+std::string render_chat(const json& b, const ProtocolContext& ctx) {
+  if (!ctx.chat_template) bad("messages", "this model has no chat template; use /v1/completions");
+  auto it = b.find("messages");
+  if (it == b.end() || !it->is_array() || it->empty()) bad("messages", "'messages' must be a non-empty array");
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const auto& m : *it) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad("messages", "every message needs a 'role'");
+    nlohmann::ordered_json om;
+    om["role"] = m["role"].get<std::string>();
+    om["content"] = content_text(m.value("content", json()));
+    for (const char* k : {"name", "tool_call_id", "reasoning_content"})
+      if (m.contains(k) && m[k].is_string()) om[k] = m[k].get<std::string>();
+    if (m.contains("tool_calls") && m["tool_calls"].is_array())
+      om["tool_calls"] = nlohmann::ordered_json::parse(m["tool_calls"].dump());
+    msgs.push_back(std::move(om));
+  }
+  const bool add_gen = get_bool(b, "add_generation_prompt", true);
+  nlohmann::ordered_json tools = nullptr, extra = nullptr;
+  if (b.contains("tools") && b["tools"].is_array()) tools = nlohmann::ordered_json::parse(b["tools"].dump());
+  if (b.contains("chat_template_kwargs") && b["chat_template_kwargs"].is_object())
+    extra = nlohmann::ordered_json::parse(b["chat_template_kwargs"].dump());
+  std::string text;
+  try {
+    text = apply_chat_template(*ctx.chat_template, msgs, add_gen, ctx.bos_token, ctx.eos_token, tools, extra);
+  } catch (const Error& e) {
+    bad("messages", e.what());
+  }
+  return text;
+}
+
 }  // namespace
 
 json error_json(const ApiError& e) {
@@ -137,32 +168,7 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {
-    if (!ctx.chat_template) bad("messages", "this model has no chat template; use /v1/completions");
-    auto it = b.find("messages");
-    if (it == b.end() || !it->is_array() || it->empty()) bad("messages", "'messages' must be a non-empty array");
-    nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-    for (const auto& m : *it) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad("messages", "every message needs a 'role'");
-      nlohmann::ordered_json om;
-      om["role"] = m["role"].get<std::string>();
-      om["content"] = content_text(m.value("content", json()));
-      for (const char* k : {"name", "tool_call_id", "reasoning_content"})
-        if (m.contains(k) && m[k].is_string()) om[k] = m[k].get<std::string>();
-      if (m.contains("tool_calls") && m["tool_calls"].is_array())
-        om["tool_calls"] = nlohmann::ordered_json::parse(m["tool_calls"].dump());
-      msgs.push_back(std::move(om));
-    }
-    const bool add_gen = get_bool(b, "add_generation_prompt", true);
-    nlohmann::ordered_json tools = nullptr, extra = nullptr;
-    if (b.contains("tools") && b["tools"].is_array()) tools = nlohmann::ordered_json::parse(b["tools"].dump());
-    if (b.contains("chat_template_kwargs") && b["chat_template_kwargs"].is_object())
-      extra = nlohmann::ordered_json::parse(b["chat_template_kwargs"].dump());
-    std::string text;
-    try {
-      text = apply_chat_template(*ctx.chat_template, msgs, add_gen, ctx.bos_token, ctx.eos_token, tools, extra);
-    } catch (const Error& e) {
-      bad("messages", e.what());
-    }
+    const std::string text = render_chat(b, ctx);
     // The rendered text already holds BOS where the template writes it: no special tokens (never a second BOS).
     std::vector<int32_t> ids;
     encode_text_checked(tok, text, false, "messages", ids);
@@ -476,6 +482,43 @@ json build_usage_chunk(const ParsedRequest& r, int64_t prompt_tokens, int64_t co
                {{"prompt_tokens", prompt_tokens},
                 {"completion_tokens", completion_tokens},
                 {"total_tokens", prompt_tokens + completion_tokens}}}};
+}
+
+json tokenize_json(const json& b, const ProtocolContext& ctx) {
+  if (!b.is_object()) bad("", "the request body must be a JSON object");
+  const Tokenizer& tok = *ctx.tokenizer;
+  std::vector<int32_t> ids;
+  if (b.contains("messages")) {
+    const std::string text = render_chat(b, ctx);
+    encode_text_checked(tok, text, get_bool(b, "add_special_tokens", false), "messages", ids);
+  } else {
+    auto it = b.find("prompt");
+    if (it == b.end() || !it->is_string()) bad("prompt", "'prompt' (a string) or 'messages' is required");
+    encode_text_checked(tok, it->get<std::string>(), get_bool(b, "add_special_tokens", true), "prompt", ids);
+  }
+  json strs = nullptr;
+  if (get_bool(b, "return_token_strs", false)) {
+    strs = json::array();
+    for (int32_t id : ids) strs.push_back(token_repr(tok, id));
+  }
+  return json{{"count", ids.size()}, {"max_model_len", ctx.max_model_len}, {"tokens", ids}, {"token_strs", strs}};
+}
+
+json detokenize_json(const json& b, const ProtocolContext& ctx) {
+  if (!b.is_object()) bad("", "the request body must be a JSON object");
+  auto it = b.find("tokens");
+  if (it == b.end() || !it->is_array()) bad("tokens", "'tokens' must be a list of token ids");
+  const std::vector<int32_t> ids = token_list(*it, "tokens", ctx.tokenizer->vocab_size());
+  return json{{"prompt", ctx.tokenizer->decode(ids, false)}};
+}
+
+std::string cors_allow_origin(const std::vector<std::string>& allowed, const std::string& origin) {
+  if (origin.empty()) return "";
+  for (const std::string& a : allowed) {
+    if (a == "*") return "*";
+    if (a == origin) return origin;
+  }
+  return "";
 }
 
 }  // namespace tritium::server

@@ -91,6 +91,18 @@ nlohmann::json build_chunk(const ParsedRequest& r, int index, const RequestOutpu
 nlohmann::json build_usage_chunk(const ParsedRequest& r, int64_t prompt_tokens, int64_t completion_tokens,
                                  const std::string& id, int64_t created, const ProtocolContext& ctx);
 
+/// vLLM's POST /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+/// "add_generation_prompt": true} (rendered with the chat template) -> {"count", "max_model_len", "tokens",
+/// "token_strs"} (token_strs with "return_token_strs": true, else null). Throws ApiError like parse_request.
+nlohmann::json tokenize_json(const nlohmann::json& body, const ProtocolContext& ctx);
+
+/// vLLM's POST /detokenize: {"tokens": [ids]} -> {"prompt": text} (special tokens kept). Throws ApiError.
+nlohmann::json detokenize_json(const nlohmann::json& body, const ProtocolContext& ctx);
+
+/// CORS: the Access-Control-Allow-Origin value for a request's Origin under `allowed` ("*" allows any origin),
+/// "" when the origin is not allowed or no origins are configured.
+std::string cors_allow_origin(const std::vector<std::string>& allowed, const std::string& origin);
+
 /// finish_reason for the API ("stop", "length"; "abort" and "error" stay as they are).
 std::string api_finish_reason(const std::string& reason);
 

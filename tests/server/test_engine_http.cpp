@@ -516,3 +516,70 @@ TEST(OpenAiApi, DefaultModelIdFromThePath) {
   EXPECT_FALSE(server::default_model_id(".").empty());
   EXPECT_NE(server::default_model_id("."), ".");
 }
+
+// vLLM's /tokenize and /detokenize: text and chat messages to ids (as the completions endpoints encode them) and
+// back; an unknown model is a 404.
+TEST(OpenAiApi, TokenizeAndDetokenize) {
+  Fixture f;
+  auto c = f.client();
+  int st = 0;
+  json r = post_json(c, "/tokenize", {{"prompt", "Once upon a time"}, {"return_token_strs", true}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  const std::vector<int32_t> want = f.tok->encode("Once upon a time", true);
+  EXPECT_EQ(r["tokens"].get<std::vector<int32_t>>(), want);
+  EXPECT_EQ(r["count"], want.size());
+  EXPECT_EQ(r["max_model_len"], f.engine->max_model_len());
+  EXPECT_EQ(r["token_strs"].size(), want.size());
+  r = post_json(c, "/tokenize", {{"prompt", "Once upon a time"}, {"add_special_tokens", false}}, &st);
+  EXPECT_EQ(r["tokens"].get<std::vector<int32_t>>(), f.tok->encode("Once upon a time", false));
+  r = post_json(c, "/detokenize", {{"tokens", want}}, &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(r["prompt"], f.tok->decode(want, false));
+  // Chat messages: the same ids the chat endpoint sends to the engine (usage.prompt_tokens).
+  const json msgs = {{{"role", "user"}, {"content", "Hello there"}}};
+  r = post_json(c, "/tokenize", {{"messages", msgs}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  json chat = post_json(c, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1}}, &st);
+  EXPECT_EQ(r["count"], chat["usage"]["prompt_tokens"]);
+  post_json(c, "/detokenize", {{"tokens", {-1}}}, &st);
+  EXPECT_EQ(st, 400);
+  post_json(c, "/tokenize", {{"prompt", "x"}, {"model", "other"}}, &st);
+  EXPECT_EQ(st, 404);
+}
+
+// CORS: with --allowed-origins a preflight gets the allowed methods and headers and every answer carries
+// Access-Control-Allow-Origin for an allowed origin; another origin gets none, and without the option no route
+// sends CORS headers.
+TEST(OpenAiApi, CorsForAllowedOrigins) {
+  Fixture f;
+  auto c = f.client();
+  const httplib::Headers from_app = {{"Origin", "https://app.example"},
+                                     {"Access-Control-Request-Method", "POST"},
+                                     {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto r = c.Options("/v1/completions", from_app);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));  // no origins configured
+  server::ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = "tiny-bitnet";
+  sc.allowed_origins = {"https://app.example"};
+  server::OpenAIServer cors(*f.engine, *f.tok, std::nullopt, sc);
+  cors.start();
+  httplib::Client cc("127.0.0.1", cors.port());
+  r = cc.Options("/v1/completions", from_app);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_NE(r->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  r = cc.Get("/v1/models", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  r = cc.Get("/v1/models", {{"Origin", "https://evil.example"}});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  cors.shutdown(std::chrono::seconds(1));
+  EXPECT_EQ(server::cors_allow_origin({"*"}, "https://any.example"), "*");
+  EXPECT_EQ(server::cors_allow_origin({"*"}, ""), "");
+}
