@@ -1,5 +1,6 @@
 // tritium template engine: operators, filters, tests, methods and globals.
 #include "template/builtins.h"
+#include "template/renderer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -238,10 +239,15 @@ bool compare_order(const std::string& op, const Value& a, const Value& b) {
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
-    return Value(a.to_output() + b.to_output());
+    std::string x = a.to_output(), y = b.to_output();
+    if (x.size() + y.size() > kMaxRenderBytes) fail("string concatenation result too large");
+    return Value(std::move(x) + y);
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+      if (a.str().size() + b.str().size() > kMaxRenderBytes) fail("string concatenation result too large");
+      return Value(a.str() + b.str());
+    }
     if (a.is_array() && b.is_array()) {
       Array r = a.arr();
       r.insert(r.end(), b.arr().begin(), b.arr().end());

@@ -61,6 +61,10 @@ class Renderer {
   }
 
   Flow exec(const Stmt& s, std::string& out) {
+    if (++steps_ > kMaxRenderSteps)
+      error_at(s.line, s.col, fmt::format("the template runs more than {} statements (runaway loop?)", kMaxRenderSteps));
+    if (out.size() > kMaxRenderBytes)
+      error_at(s.line, s.col, fmt::format("the rendered text exceeds {} bytes", kMaxRenderBytes));
     switch (s.kind) {
       case Stmt::Kind::Text: out += s.text; return Flow::Normal;
       case Stmt::Kind::Output: out += eval(*s.expr).to_output(); return Flow::Normal;
@@ -312,6 +316,7 @@ class Renderer {
 
   std::vector<Scope> scopes_;
   int macro_depth_ = 0;
+  int64_t steps_ = 0;  // statements executed (kMaxRenderSteps)
   int loop_depth_ = 0;
 };
 

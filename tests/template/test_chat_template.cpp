@@ -2,6 +2,8 @@
 // (fixtures in tests/data/template, generated with that reference), and real templates against HF goldens.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -218,6 +220,20 @@ TEST(ChatTemplate, MacroRecursionIsBounded) {
   // Legitimate recursion below the bound works.
   EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40)|length }}"),
             "71");
+}
+
+// A hostile template cannot hang or exhaust memory: nested loops stop at the statement budget, a doubling string
+// at the size bound, each with a clear error and in bounded time.
+TEST(ChatTemplate, RunawayLoopsAndStringsAreBounded) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err = error_of("{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}");
+  EXPECT_NE(err.find("runs more than"), std::string::npos) << err;
+  err = error_of("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+                 "{{ ns.s|length }}");
+  EXPECT_NE(err.find("too large"), std::string::npos) << err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  // A long but finite template is unaffected.
+  EXPECT_EQ(render("{% for i in range(1000) %}{% for j in range(100) %}{% endfor %}{% endfor %}ok"), "ok");
 }
 
 TEST(ChatTemplate, DeepNestingIsRejectedNotCrashing) {
