@@ -144,7 +144,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated at start)");
   sub->add_option("--block-size", a->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   sub->add_option("--max-num-seqs", a->max_num_seqs, "running sequences at most")->check(CLI::Range(1, 4096));
-  sub->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "tokens per step at most")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "tokens per step at most (>= 16)")->check(CLI::Range(16, 1 << 20));
   sub->add_option("--max-model-len", a->max_model_len, "context limit (default: max_position_embeddings)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching, "disable automatic prefix caching");

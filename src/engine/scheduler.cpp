@@ -10,7 +10,8 @@ namespace tritium {
 
 Scheduler::Scheduler(const SchedulerConfig& cfg, BlockManager& blocks) : cfg_(cfg), bm_(blocks) {
   TRITIUM_CHECK(cfg.max_num_seqs > 0, "scheduler: max_num_seqs must be positive, got {}", cfg.max_num_seqs);
-  TRITIUM_CHECK(cfg.max_num_batched_tokens > 0, "scheduler: max_num_batched_tokens must be positive, got {}",
+  TRITIUM_CHECK(cfg.max_num_batched_tokens >= kStatSegment,
+                "scheduler: max_num_batched_tokens must be at least {} (one statistic segment), got {}", kStatSegment,
                 cfg.max_num_batched_tokens);
 }
 

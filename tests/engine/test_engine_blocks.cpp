@@ -117,37 +117,54 @@ TEST(EngineBlockManager, HashDependsOnParentAndTokens) {
   EXPECT_EQ(BlockManager::hash_block(5, t), BlockManager::hash_block(5, t));
 }
 
+// Decode tokens first, then prefill chunks under the token budget; a partial prompt chunk ends at a statistic
+// segment boundary (kStatSegment = 16 positions, backend/backend.h), and a prompt that cannot get a whole segment in
+// the budget left waits for the next step.
 TEST(EngineScheduler, DecodeFirstAndTokenBudget) {
   BlockManager bm(64, 4, false);
-  Scheduler s({8, 10}, bm);
+  Scheduler s({8, 20}, bm);
   Sequence a, b, c;
   a.id = 1; a.tokens = iota_tokens(6); a.num_prompt = 6;
-  b.id = 2; b.tokens = iota_tokens(7); b.num_prompt = 7;
+  b.id = 2; b.tokens = iota_tokens(40); b.num_prompt = 40;
   c.id = 3; c.tokens = iota_tokens(3); c.num_prompt = 3;
   s.add(&a);
   s.add(&b);
-  auto o1 = s.schedule();  // a: 6, b: 4 of 7 (chunked)
-  ASSERT_EQ(o1.chunks.size(), 2u);
+  auto o1 = s.schedule();  // a: 6; b would get 14 of 40, no whole segment: it waits
+  ASSERT_EQ(o1.chunks.size(), 1u);
   EXPECT_EQ(o1.chunks[0].seq, &a);
   EXPECT_EQ(o1.chunks[0].count, 6);
-  EXPECT_EQ(o1.chunks[1].seq, &b);
-  EXPECT_EQ(o1.chunks[1].count, 4);
-  EXPECT_EQ(o1.num_tokens, 10);
+  EXPECT_EQ(o1.num_tokens, 6);
   s.on_step_done(o1);
   a.tokens.push_back(1);  // a sampled a token
-  s.add(&c);
-  auto o2 = s.schedule();  // a decode first, then b's remaining 3, then c's 3
-  ASSERT_EQ(o2.chunks.size(), 3u);
+  auto o2 = s.schedule();  // a decode first, then b: 19 left -> positions [0, 16)
+  ASSERT_EQ(o2.chunks.size(), 2u);
   EXPECT_EQ(o2.chunks[0].seq, &a);
   EXPECT_EQ(o2.chunks[0].start, 6);
   EXPECT_EQ(o2.chunks[0].count, 1);
   EXPECT_EQ(o2.num_decode, 1);
   EXPECT_EQ(o2.chunks[1].seq, &b);
-  EXPECT_EQ(o2.chunks[1].start, 4);
-  EXPECT_EQ(o2.chunks[1].count, 3);
-  EXPECT_EQ(o2.chunks[2].seq, &c);
-  EXPECT_EQ(s.num_running(), 3u);
+  EXPECT_EQ(o2.chunks[1].start, 0);
+  EXPECT_EQ(o2.chunks[1].count, 16);
   s.on_step_done(o2);
+  a.tokens.push_back(1);
+  s.add(&c);
+  auto o3 = s.schedule();  // a decode, b [16, 32), then c does not fit the 3 tokens left? it does: 3 <= 3
+  ASSERT_EQ(o3.chunks.size(), 3u);
+  EXPECT_EQ(o3.chunks[1].seq, &b);
+  EXPECT_EQ(o3.chunks[1].start, 16);
+  EXPECT_EQ(o3.chunks[1].count, 16);
+  EXPECT_EQ(o3.chunks[2].seq, &c);
+  EXPECT_EQ(o3.chunks[2].count, 3);  // a whole prompt needs no boundary
+  EXPECT_EQ(s.num_running(), 3u);
+  s.on_step_done(o3);
+  a.tokens.push_back(1);
+  c.tokens.push_back(1);
+  auto o4 = s.schedule();  // a and c decode, b's last 8 positions (the end of its prompt)
+  ASSERT_EQ(o4.chunks.size(), 3u);
+  EXPECT_EQ(o4.chunks[2].seq, &b);
+  EXPECT_EQ(o4.chunks[2].start, 32);
+  EXPECT_EQ(o4.chunks[2].count, 8);
+  s.on_step_done(o4);
   s.remove(&a);
   s.remove(&b);
   s.remove(&c);

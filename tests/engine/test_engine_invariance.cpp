@@ -321,7 +321,15 @@ TEST(EngineRequests, AbortFreesBlocksAndLimitsAreChecked) {
   }
   EXPECT_THROW(eng.add_request(greedy({}, 4)), RequestError);
   EXPECT_THROW(eng.add_request(greedy({1, 99999}, 4)), RequestError);
-  EXPECT_THROW(eng.add_request(greedy(prompt, 0)), RequestError);
+  EXPECT_THROW(eng.add_request(greedy(prompt, -1)), RequestError);
+  {  // max_tokens 0: the prompt is computed, nothing is sampled
+    auto h0 = eng.add_request(greedy(prompt, 0));
+    for (int i = 0; i < 4 && eng.num_unfinished() > 0; ++i) eng.step();
+    RequestOutput o = h0->wait_all();
+    EXPECT_EQ(o.finish_reason, "length");
+    EXPECT_EQ(o.completion_tokens, 0);
+    EXPECT_TRUE(o.token_ids.empty());
+  }
   eng.drain();
   try {
     eng.add_request(greedy(prompt, 4));

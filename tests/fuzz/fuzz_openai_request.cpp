@@ -1,0 +1,57 @@
+// libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing, then
+// parse_request for /v1/completions and /v1/chat/completions (the bundled model's tokenizer and chat template)
+// and the engine requests built from it; also /tokenize and /detokenize. Acceptable failures: a JSON parse error
+// and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai/.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz_util.h"
+#include "server/openai_protocol.h"
+
+namespace {
+
+struct Context {
+  std::unique_ptr<tritium::Tokenizer> tok;
+  std::optional<tritium::ChatTemplate> tmpl;
+  tritium::server::ProtocolContext ctx;
+  Context() {
+    const std::string dir = tritium::fuzz::bundled_model();
+    tok = tritium::Tokenizer::from_file(dir + "/tokenizer.json");
+    const tritium::ChatTemplateFiles f = tritium::load_chat_template(dir);
+    tmpl = tritium::ChatTemplate::from_string(f.source);
+    ctx.model_name = "tiny-bitnet";
+    ctx.tokenizer = tok.get();
+    ctx.chat_template = &*tmpl;
+    ctx.bos_token = f.bos_token;
+    ctx.eos_token = f.eos_token;
+    ctx.max_model_len = 1024;
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Context c;
+  const nlohmann::json body = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (body.is_discarded()) return 0;
+  for (bool chat : {false, true}) {
+    try {
+      const tritium::server::ParsedRequest r = tritium::server::parse_request(body, chat, c.ctx);
+      for (size_t p = 0; p < r.prompts.size(); ++p)
+        for (int i = 0; i < r.n; ++i) (void)tritium::server::make_engine_request(r, p, i);
+    } catch (const tritium::server::ApiError&) {
+    }
+  }
+  try {
+    (void)tritium::server::tokenize_json(body, c.ctx);
+  } catch (const tritium::server::ApiError&) {
+  }
+  try {
+    (void)tritium::server::detokenize_json(body, c.ctx);
+  } catch (const tritium::server::ApiError&) {
+  }
+  return 0;
+}
