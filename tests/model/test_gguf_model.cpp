@@ -273,3 +273,74 @@ TEST(GgufModel, QuantOptionOnAFloatGguf) {
     EXPECT_NE(std::string(e.what()).find("this BitNet model is already ternary"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+
+// tiny-qwen2's bf16 weights as a GGUF of architecture `arch`; for "llama" the q/k rows (and biases) of every head
+// permuted as llama.cpp's converter does for its interleaved RoPE (LlamaModel.permute: rows (half, i) -> (i, half)).
+void write_qwen2_as(const std::string& shared, const std::string& arch, const std::string& out) {
+  auto st = WeightStore::from_file(shared + "/models/tiny-qwen2/model.safetensors");
+  test::GgufWriter w;
+  w.add_string("general.architecture", arch);
+  const std::string p = arch + ".";
+  w.add_u32(p + "block_count", 8);
+  w.add_u32(p + "context_length", 1024);
+  w.add_u32(p + "embedding_length", 256);
+  w.add_u32(p + "feed_forward_length", 768);
+  w.add_u32(p + "attention.head_count", 4);
+  w.add_u32(p + "attention.head_count_kv", 2);
+  w.add_f32(p + "rope.freq_base", 10000.0f);
+  w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_u32("tokenizer.ggml.bos_token_id", 0);
+  w.add_u32("tokenizer.ggml.eos_token_id", 1);
+  for (const std::string& name : st->names()) {
+    const TensorView& t = st->get(name);
+    ASSERT_EQ(t.dtype, DType::BF16) << name;
+    std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
+    const bool q = name.find("q_proj") != std::string::npos, k = name.find("k_proj") != std::string::npos;
+    if (arch == "llama" && (q || k)) {
+      const int64_t heads = q ? 4 : 2, rows = t.shape[0], d = rows / heads;
+      const int64_t row_bytes = static_cast<int64_t>(t.nbytes) / rows;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t i = 0; i < d / 2; ++i)
+            std::memcpy(&bytes[static_cast<size_t>((h * d + 2 * i + half) * row_bytes)],
+                        t.data + (h * d + half * d / 2 + i) * row_bytes, static_cast<size_t>(row_bytes));
+    }
+    std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
+    w.add_tensor(gguf_tensor_name(name), 30, ne, std::move(bytes));
+  }
+  test::write_bytes(out, w.bytes());
+}
+
+}  // namespace
+
+// A llama GGUF (q/k permuted by the converter) loads to the model of the safetensors folder it came from: the loader
+// undoes the permutation, bit for bit; the same bytes read without it (as a qwen2 file) are a different model.
+TEST(GgufModel, LlamaQkPermutationIsUndone) {
+  REQUIRE_SHARED_DATA(s);
+  test::OneThread one;
+  test::TempDir d;
+  write_qwen2_as(s, "llama", d.file("llama.gguf"));
+  write_qwen2_as(s, "qwen2", d.file("qwen2.gguf"));
+  auto st = test::cpu_backend(load_transformer(s + "/models/tiny-qwen2"));
+  auto llama = test::cpu_backend(load_transformer(d.file("llama.gguf")));
+  auto qwen2 = test::cpu_backend(load_transformer(d.file("qwen2.gguf")));
+  EXPECT_EQ(llama->model().config().arch, Arch::kLlama);
+  EXPECT_TRUE(llama->model().config().qkv_bias);
+  const auto golden = read_json(s + "/golden/tiny-qwen2.json");
+  const auto ids = golden["prompts"][0]["input_ids"].get<std::vector<int32_t>>();
+  const auto ref = prompt_logits(*st, ids);
+  EXPECT_EQ(max_abs_diff(prompt_logits(*qwen2, ids), ref), 0.0);
+  EXPECT_EQ(max_abs_diff(prompt_logits(*llama, ids), ref), 0.0);
+  // The permuted bytes read as qwen2 (no un-permutation): not the same model.
+  write_qwen2_as(s, "llama", d.file("permuted.gguf"));
+  auto bytes = test::read_bytes(d.file("permuted.gguf"));
+  const std::string from = "llama", to = "qwen2";
+  for (size_t i = 0; i + 5 <= bytes.size(); ++i)
+    if (std::equal(from.begin(), from.end(), bytes.begin() + static_cast<int64_t>(i))) std::copy(to.begin(), to.end(), bytes.begin() + static_cast<int64_t>(i));
+  test::write_bytes(d.file("permuted.gguf"), bytes);
+  const double wrong = max_abs_diff(prompt_logits(*test::cpu_backend(load_transformer(d.file("permuted.gguf"))), ids), ref);
+  std::printf("    permuted q/k read without un-permuting: max |dlogit| %.3g\n", wrong);
+  EXPECT_GT(wrong, 0.05);
+}
