@@ -366,3 +366,17 @@ TEST(Gguf, NotGgufFilesAreRecognised) {
     EXPECT_NE(std::string(e.what()).find("y.bin: not a GGUF file (magic 'GGML', expected 'GGUF')"), std::string::npos) << e.what();
   }
 }
+
+// The fuzzer's seeds (tests/fuzz/gguf, written by tests/fuzz/make_gguf_seeds.py) are valid files.
+TEST(Gguf, FuzzSeedsAreValid) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TRITIUM_SOURCE_DIR) + "/tests/fuzz/gguf")) {
+    const GgufFile f = GgufFile::open(e.path().string());
+    EXPECT_TRUE(f.version() == 2 || f.version() == 3) << e.path();
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+  const GgufFile t = GgufFile::open(std::string(TRITIUM_SOURCE_DIR) + "/tests/fuzz/gguf/tensors.gguf");
+  EXPECT_EQ(t.alignment(), 64u);
+  EXPECT_EQ(t.tensors().size(), 7u);
+}
