@@ -113,6 +113,13 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim % 2 != 0) fail("{}: head size {} must be even for RoPE", f.path(), c.head_dim);
+  if (static_cast<int64_t>(c.num_heads) * c.head_dim > (int64_t{1} << 30))
+    fail("{}: {} heads of size {} are more than 2^30 values", f.path(), c.num_heads, c.head_dim);
+  // Every block has tensors, so a block count the tensor directory cannot back is a corrupt key (and would size
+  // the layer table before any tensor is read).
+  if (!f.find_tensor(fmt::format("blk.{}.attn_norm.weight", c.num_layers - 1)))
+    fail("{}: {}block_count is {}, but tensor 'blk.{}.attn_norm.weight' is missing", f.path(), p, c.num_layers,
+         c.num_layers - 1);
   if (c.num_heads % c.num_kv_heads != 0)
     fail("{}: attention.head_count {} is not a multiple of attention.head_count_kv {}", f.path(), c.num_heads,
          c.num_kv_heads);

@@ -344,3 +344,86 @@ TEST(GgufModel, LlamaQkPermutationIsUndone) {
   std::printf("    permuted q/k read without un-permuting: max |dlogit| %.3g\n", wrong);
   EXPECT_GT(wrong, 0.05);
 }
+
+namespace {
+
+// The configuration of a small synthetic GGUF (no weights but token_embd and the first norm), or its error.
+std::string config_error(const std::string& arch, const std::function<void(test::GgufWriter&)>& edit,
+                         ModelConfig* out = nullptr, uint32_t blocks = 1) {
+  test::GgufWriter w;
+  if (!arch.empty()) w.add_string("general.architecture", arch);
+  const std::string p = arch + ".";
+  w.add_u32(p + "block_count", blocks);
+  w.add_u32(p + "embedding_length", 64);
+  w.add_u32(p + "feed_forward_length", 128);
+  w.add_u32(p + "attention.head_count", 2);
+  w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  edit(w);
+  w.add_tensor("token_embd.weight", 0, {64, 10}, std::vector<uint8_t>(64 * 10 * 4));
+  w.add_tensor("blk.0.attn_norm.weight", 0, {64}, std::vector<uint8_t>(64 * 4));
+  const auto b = w.bytes();
+  try {
+    const ModelConfig c = gguf_model_config(GgufFile::parse(b.data(), b.size(), "c.gguf"));
+    if (out) *out = c;
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(GgufModel, ConfigFromMetadata) {
+  ModelConfig c;
+  ASSERT_EQ(config_error("bitnet-b1.58", [](auto&) {}, &c), "(no error)");
+  EXPECT_EQ(c.arch, Arch::kBitNet);
+  EXPECT_EQ(c.hidden_act, Activation::kRelu2);  // the bitnet.cpp models' activation
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.vocab_size, 10);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_TRUE(c.tie_word_embeddings && c.sub_norms && c.bitnet_quant);
+  ASSERT_EQ(config_error("bitnet", [](auto&) {}, &c), "(no error)");
+  EXPECT_EQ(c.hidden_act, Activation::kSilu);  // llama.cpp's bitnet graph default
+  ASSERT_EQ(config_error("bitnet", [](auto& w) { w.add_string("bitnet.hidden_activation", "relu2"); }, &c), "(no error)");
+  EXPECT_EQ(c.hidden_act, Activation::kRelu2);
+  ASSERT_EQ(config_error("qwen2", [](auto& w) {
+              w.add_i32s("qwen2.attention.head_count_kv", {1});
+              w.add_f32("qwen2.rope.freq_base", 1e6f);
+              w.add_u32("tokenizer.ggml.eos_token_id", 3);
+              w.add_u32("tokenizer.ggml.eot_token_id", 4);
+            }, &c),
+            "(no error)");
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{3, 4}));
+  EXPECT_FALSE(c.bitnet_quant);
+}
+
+TEST(GgufModel, ConfigErrorsNameTheKey) {
+  EXPECT_EQ(config_error("", [](auto&) {}), "c.gguf: metadata 'general.architecture' is missing");
+  EXPECT_EQ(config_error("gpt2", [](auto&) {}),
+            "c.gguf: general.architecture 'gpt2' is not supported (supported: bitnet-b1.58, bitnet-25, bitnet, llama, "
+            "qwen2)");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.context_length", 0); }),
+            "c.gguf: metadata 'llama.context_length' is 0, expected 1 to 2^30");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_i32s("llama.attention.head_count_kv", {2, 1}); }),
+            "c.gguf: metadata 'llama.attention.head_count_kv' differs between layers; tritium needs one value for every "
+            "layer");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_string("llama.rope.scaling.type", "yarn"); }),
+            "c.gguf: RoPE scaling 'yarn' with factor 1 is not supported (only none, or linear with factor 1)");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.rope.dimension_count", 16); }),
+            "c.gguf: llama.rope.dimension_count 16 is not the head size 32 (partial RoPE is not supported)");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_string("llama.hidden_activation", "gelu"); }),
+            "c.gguf: llama.hidden_activation 'gelu' is not supported (supported: relu2, silu)");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.vocab_size", 11); }),
+            "c.gguf: llama.vocab_size 11 differs from the 10 rows of token_embd.weight");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("tokenizer.ggml.bos_token_id", 10); }),
+            "c.gguf: metadata 'tokenizer.ggml.bos_token_id' is 10, outside the vocabulary [0, 10)");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.attention.key_length", 1u << 30); }),
+            "c.gguf: 2 heads of size 1073741824 are more than 2^30 values");
+  // A block count the tensors cannot back: an error before anything is sized by it.
+  EXPECT_EQ(config_error("llama", [](auto&) {}, nullptr, 1000000),
+            "c.gguf: llama.block_count is 1000000, but tensor 'blk.999999.attn_norm.weight' is missing");
+}
