@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <random>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "eval/perplexity.h"
@@ -426,4 +429,88 @@ TEST(GgufModel, ConfigErrorsNameTheKey) {
   // A block count the tensors cannot back: an error before anything is sized by it.
   EXPECT_EQ(config_error("llama", [](auto&) {}, nullptr, 1000000),
             "c.gguf: llama.block_count is 1000000, but tensor 'blk.999999.attn_norm.weight' is missing");
+}
+
+namespace {
+
+// TQ2_0 bytes of ternary w (n a multiple of 256) with block scale d(b) for block b.
+std::vector<uint8_t> encode_tq2_0(const std::vector<int8_t>& w, const std::function<float(size_t)>& d) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < w.size() / 256; ++b) {
+    std::vector<uint8_t> blk(66, 0);
+    for (int i = 0; i < 256; ++i) {
+      const int c = i / 128, g = i % 128 / 32, p = i % 32;
+      blk[32 * c + p] |= static_cast<uint8_t>((w[b * 256 + i] + 1) << (2 * g));
+    }
+    const uint16_t h = f32_to_f16(d(b));
+    std::memcpy(&blk[64], &h, 2);
+    out.insert(out.end(), blk.begin(), blk.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+// TQ blocks with different scales (a TQ2_0 file of a non-BitNet-trained tensor) become per-group scales: the fused
+// q|k|v layer then computes x_q / s_x . (t x d) with each 128-column group of a row scaled by its block's d.
+TEST(GgufModel, MixedTqBlockScalesBecomeGroupScales) {
+  test::OneThread one;
+  const int64_t H = 256, V = 16;
+  test::GgufWriter w;
+  w.add_string("general.architecture", "bitnet-b1.58");
+  for (const auto& [k, v] : {std::pair{"block_count", 1}, std::pair{"embedding_length", 256},
+                             std::pair{"feed_forward_length", 256}, std::pair{"attention.head_count", 4}})
+    w.add_u32(std::string("bitnet-b1.58.") + k, static_cast<uint32_t>(v));
+  w.add_f32("bitnet-b1.58.attention.layer_norm_rms_epsilon", 1e-5f);
+  auto f32 = [](int64_t n, float v) {
+    std::vector<uint8_t> b(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&b[static_cast<size_t>(i) * 4], &v, 4);
+    return b;
+  };
+  w.add_tensor("token_embd.weight", 0, {H, V}, f32(H * V, 0.01f));
+  w.add_tensor("output_norm.weight", 0, {H}, f32(H, 1.0f));
+  for (const char* n : {"attn_norm", "ffn_norm", "attn_sub_norm", "ffn_sub_norm"})
+    w.add_tensor(fmt::format("blk.0.{}.weight", n), 0, {H}, f32(H, 1.0f));
+  std::map<std::string, std::vector<int8_t>> values;
+  uint32_t seed = 1;
+  for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+    values[n] = test::random_ternary(H, H, 0.3, seed++);
+    // attn_k: a scale per block (two blocks per row of 256), the rest one scale.
+    const bool mixed = std::string(n) == "attn_k";
+    w.add_tensor(fmt::format("blk.0.{}.weight", n), 35, {H, H},
+                 encode_tq2_0(values[n], [&](size_t b) { return mixed ? 0.25f * static_cast<float>(b % 5 + 1) : 0.5f; }));
+  }
+  test::TempDir d;
+  test::write_bytes(d.file("mixed.gguf"), w.bytes());
+  auto m = load_transformer(d.file("mixed.gguf"), i2());
+  const auto* qkv = dynamic_cast<const TernaryLinear*>(m->layers()[0].qkv.get());
+  const auto* o = dynamic_cast<const TernaryLinear*>(m->layers()[0].o.get());
+  ASSERT_TRUE(qkv && o);
+  EXPECT_EQ(qkv->group_scales().size(), static_cast<size_t>(3 * H * 2));
+  ASSERT_EQ(o->segments().size(), 1u);
+  EXPECT_EQ(o->segments()[0].scale, 0.5f);
+  // Reference: per-token absmax int8 activations against the dequantized weights, in double.
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(static_cast<size_t>(2 * H));
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> y(static_cast<size_t>(2 * 3 * H));
+  qkv->forward(x.data(), 2, y.data());
+  for (int64_t r = 0; r < 2; ++r) {
+    float amax = 0;
+    for (int64_t k = 0; k < H; ++k) amax = std::max(amax, std::fabs(x[r * H + k]));
+    const float s = 127.0f / amax;
+    for (int64_t n = 0; n < 3 * H; ++n) {
+      const char* part = n < H ? "attn_q" : n < 2 * H ? "attn_k" : "attn_v";
+      const int64_t row = n % H;
+      double acc = 0;
+      for (int64_t k = 0; k < H; ++k) {
+        const size_t block = static_cast<size_t>(row * H + k) / 256;
+        const float dk = n >= H && n < 2 * H ? 0.25f * static_cast<float>(block % 5 + 1) : 0.5f;
+        const double xq = std::clamp(std::nearbyint(x[r * H + k] * s), -128.0f, 127.0f);
+        acc += xq * values[part][static_cast<size_t>(row * H + k)] * dk;
+      }
+      EXPECT_NEAR(y[r * 3 * H + n], acc / s, 1e-4 * (1 + std::fabs(acc / s))) << "row " << r << " output " << n;
+    }
+  }
 }
