@@ -11,7 +11,6 @@
 
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
-#include "kv/block_allocator.h"
 #include "model/loader.h"
 #include "model/model_files.h"
 
@@ -21,16 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<float> prompt_logits(const Transformer& m, const std::vector<int32_t>& ids) {
-  const auto& c = m.config();
-  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(ids.size() + 15) / 16};
-  KvCache cache(spec);
-  BlockAllocator alloc(spec.num_blocks);
-  BlockTable bt;
-  EXPECT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
-  BatchChunk ch{ids, 0, bt.blocks, true};
-  std::vector<float> logits;
-  CpuBackend(m).forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  return logits;
+  CpuBackend be(m);
+  return test::prompt_logits(be, ids);
 }
 
 test::CliResult gen(const std::string& model, const std::string& prompt = "Once upon a time") {

@@ -18,7 +18,6 @@
 #include "eval/text_file.h"
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
-#include "kv/block_allocator.h"
 #include "model/gguf_loader.h"
 #include "model/loader.h"
 #include "model/model_files.h"
@@ -39,19 +38,7 @@ LoadOptions i2() {
   return o;
 }
 
-// Logits of every position of `ids` (one prefill).
-std::vector<float> prompt_logits(Backend& be, const std::vector<int32_t>& ids) {
-  const auto& c = be.model().config();
-  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(ids.size() + 15) / 16};
-  KvCache cache(spec);
-  BlockAllocator alloc(spec.num_blocks);
-  BlockTable bt;
-  EXPECT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
-  BatchChunk ch{ids, 0, bt.blocks, true};
-  std::vector<float> logits;
-  be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  return logits;
-}
+using test::prompt_logits;
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
