@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "formats/gguf_quants.h"
@@ -151,6 +152,8 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     fail("{}: tokenizer.ggml.tokens has {} tokens, more than the {} rows of token_embd.weight", f.path(), toks->size(),
          c.vocab_size);
 
+  if (f.find_tensor("rope_freqs.weight"))
+    fail("{}: tensor 'rope_freqs.weight' (RoPE frequency factors, as Llama 3.1's scaling) is not supported", f.path());
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.o_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
@@ -211,6 +214,30 @@ class GgufSource final : public WeightSource {
   }
 
   TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const override {
+    TernaryWeight r = ternary_values(prefix, out, in);
+    // An optional one-value tensor <name>.scale multiplies the projection's output (llama.cpp's wq_scale etc.).
+    const std::string scale_name = gguf_tensor_name(prefix + ".scale");
+    if (const GgufTensorInfo* st = f_.find_tensor(scale_name)) {
+      used_.insert(scale_name);
+      const std::vector<float> v = gguf_tensor_to_f32(*st, f_.path());
+      if (v.size() != 1 || !std::isfinite(v[0]))
+        fail("{}: tensor '{}' must hold one finite value, has ne {}", f_.path(), scale_name, st->ne_str());
+      r.scale *= v[0];
+      for (float& g : r.group_scales) g *= v[0];
+    }
+    return r;
+  }
+
+  /// Tensors of the file that no getter asked for.
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    for (const GgufTensorInfo& t : f_.tensors())
+      if (!used_.count(t.name)) out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  TernaryWeight ternary_values(const std::string& prefix, int64_t out, int64_t in) const {
     const GgufTensorInfo& t = get(prefix + ".weight", {in, out});
     TernaryWeight r;
     if (!gguf_type_is_ternary(t.type)) return from_float(gguf_tensor_to_f32(t, f_.path()));
@@ -239,11 +266,11 @@ class GgufSource final : public WeightSource {
     return r;
   }
 
- private:
   // The tensor behind a Hugging Face name, with ne checked (GGUF order: the Hugging Face shape reversed).
   const GgufTensorInfo& get(const std::string& hf, const std::vector<int64_t>& ne) const {
     const std::string name = gguf_tensor_name(hf);
     const GgufTensorInfo& t = f_.tensor(name);
+    used_.insert(name);
     if (t.ne != ne) {
       GgufTensorInfo want;
       want.ne = ne;
@@ -276,6 +303,7 @@ class GgufSource final : public WeightSource {
   const GgufFile& f_;
   bool llama_;
   int heads_, kv_heads_;
+  mutable std::set<std::string> used_;
 };
 
 }  // namespace
@@ -284,7 +312,14 @@ std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, cons
   const GgufFile f = GgufFile::open(path);
   ModelConfig c = gguf_model_config(f);
   const GgufSource source(f, c);
-  return build_transformer(std::move(c), source, opts);
+  const std::string arch = c.arch_name;
+  auto model = build_transformer(std::move(c), source, opts);
+  // A tensor the model does not use is a feature of the file that tritium would silently drop: refused.
+  if (const auto rest = source.unused(); !rest.empty())
+    fail("{}: tensor '{}' is not part of the {} model tritium builds ({} such tensors; an unsupported feature of "
+         "this file)",
+         path, rest.front(), arch, rest.size());
+  return model;
 }
 
 }  // namespace tritium

@@ -13,8 +13,10 @@
 // otherwise, as llama.cpp's bitnet graph); tokenizer.ggml.bos_token_id, and eos / eot / eom_token_id as end tokens.
 // Tensors: token_embd, output_norm, output (absent: tied to token_embd), blk.N.{attn_norm, attn_q, attn_k, attn_v,
 // attn_output, attn_sub_norm, ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_sub_norm}.weight, and .bias where present
-// (q/k/v biases make qkv_bias, attn_output.bias o_bias, ffn biases mlp_bias). ne is [in, out], the transpose of
-// Hugging Face's [out, in] shape, so a row of the GGUF data is a row of the Hugging Face matrix.
+// (q/k/v biases make qkv_bias, attn_output.bias o_bias, ffn biases mlp_bias), and for BitNet projections an optional
+// one-value blk.N.<projection>.scale that multiplies the output (llama.cpp's wq_scale, ...). ne is [in, out], the
+// transpose of Hugging Face's [out, in] shape, so a row of the GGUF data is a row of the Hugging Face matrix. A file
+// with any other tensor (rope_freqs, ...) is refused: it holds something the model would silently leave out.
 // RoPE: bitnet and qwen2 files keep Hugging Face's rotate-half layout (llama.cpp runs NEOX RoPE on them); llama
 // files have the q/k rows of each head permuted for llama.cpp's interleaved RoPE (its converter's permute()),
 // which the loader undoes.

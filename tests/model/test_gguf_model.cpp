@@ -413,6 +413,8 @@ TEST(GgufModel, ConfigErrorsNameTheKey) {
             "c.gguf: metadata 'tokenizer.ggml.bos_token_id' is 10, outside the vocabulary [0, 10)");
   EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.attention.key_length", 1u << 30); }),
             "c.gguf: 2 heads of size 1073741824 are more than 2^30 values");
+  EXPECT_EQ(config_error("llama", [](auto& w) { w.add_tensor("rope_freqs.weight", 0, {16}, std::vector<uint8_t>(64)); }),
+            "c.gguf: tensor 'rope_freqs.weight' (RoPE frequency factors, as Llama 3.1's scaling) is not supported");
   // A block count the tensors cannot back: an error before anything is sized by it.
   EXPECT_EQ(config_error("llama", [](auto&) {}, nullptr, 1000000),
             "c.gguf: llama.block_count is 1000000, but tensor 'blk.999999.attn_norm.weight' is missing");
@@ -467,6 +469,7 @@ TEST(GgufModel, MixedTqBlockScalesBecomeGroupScales) {
     w.add_tensor(fmt::format("blk.0.{}.weight", n), 35, {H, H},
                  encode_tq2_0(values[n], [&](size_t b) { return mixed ? 0.25f * static_cast<float>(b % 5 + 1) : 0.5f; }));
   }
+  w.add_tensor("blk.0.attn_output.scale", 0, {1}, f32(1, 2.0f));  // multiplies attn_output's block scale 0.5
   test::TempDir d;
   test::write_bytes(d.file("mixed.gguf"), w.bytes());
   auto m = load_transformer(d.file("mixed.gguf"), i2());
@@ -475,7 +478,19 @@ TEST(GgufModel, MixedTqBlockScalesBecomeGroupScales) {
   ASSERT_TRUE(qkv && o);
   EXPECT_EQ(qkv->group_scales().size(), static_cast<size_t>(3 * H * 2));
   ASSERT_EQ(o->segments().size(), 1u);
-  EXPECT_EQ(o->segments()[0].scale, 0.5f);
+  EXPECT_EQ(o->segments()[0].scale, 1.0f);
+  // A tensor the model does not use is refused, not dropped.
+  w.add_tensor("blk.0.attn_q_norm.weight", 0, {64}, f32(64, 1.0f));
+  test::write_bytes(d.file("extra.gguf"), w.bytes());
+  try {
+    load_transformer(d.file("extra.gguf"), i2());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_q_norm.weight' is not part of the bitnet-b1.58 model "
+                                         "tritium builds (1 such tensors"),
+              std::string::npos)
+        << e.what();
+  }
   // Reference: per-token absmax int8 activations against the dequantized weights, in double.
   std::mt19937 rng(9);
   std::normal_distribution<float> nd;
