@@ -7,6 +7,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config python3
       nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libspdlog-dev
       libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev
       gnuplot-nox valgrind
+      clang-14 libfuzzer-14-dev  # scripts/fuzz.sh (libFuzzer targets)
       libopenmpi-dev openmpi-bin)
 # Node.js + npm drive the OpenAI-client tests; machines that already have them (from any source) keep theirs.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PKGS+=(nodejs npm); fi

@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/generator.h"
+#include "model/model_files.h"
 #include "template/chat_template.h"
 #include "tokenizer/utf8.h"
 
@@ -26,7 +27,7 @@ int run(const ChatArgs& a) {
   ModelOptions mo = a.model;
   mo.single_sequence = true;  // one sequence: the CUDA backend's "auto" layout picks the batch-1 kernels
   LoadedModel lm = load_model(mo);
-  const ChatTemplateFiles files = load_chat_template(lm.dir);
+  const ChatTemplateFiles files = load_model_chat_template(lm.dir);
   const ChatTemplate tmpl = ChatTemplate::from_string(files.source);
   Generator gen(*lm.backend, *lm.tokenizer);
   GenerateOptions go;

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "model/model_files.h"
 #include "server/http_server.h"
 
 namespace tritium::cli {
@@ -93,7 +94,7 @@ int run(const ServeArgs& a) {
 
   std::optional<ChatTemplateFiles> chat;
   try {
-    chat = load_chat_template(lm.dir);
+    chat = load_model_chat_template(lm.dir);
   } catch (const Error& e) {
     fmt::print(stderr, "warning: no chat template ({}); /v1/chat/completions will answer 400\n", e.what());
   }

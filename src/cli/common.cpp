@@ -9,13 +9,14 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "executor/make_backend.h"
+#include "model/model_files.h"
 
 namespace fs = std::filesystem;
 
 namespace tritium::cli {
 
 void add_model_options(CLI::App* app, ModelOptions& o) {
-  app->add_option("-m,--model", o.model_dir, "Hugging Face model folder or tritium model (default: bundled tiny-bitnet)");
+  app->add_option("-m,--model", o.model_dir, "Hugging Face model folder, tritium model or GGUF file (default: bundled tiny-bitnet)");
   app->add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
   app->add_option("--weights", o.weights, "ternary weight format for BitNet models: auto, int8, i2, tq1, bitcos");
   app->add_option("--quant", o.quant,
@@ -57,7 +58,7 @@ void add_sampling_options(CLI::App* app, SamplingOptions& o) {
 
 std::string resolve_model_dir(const std::string& m) {
   if (!m.empty()) {
-    if (!fs::exists(m)) fail("{}: model folder not found", m);
+    if (!fs::exists(m)) fail("{}: model folder or GGUF file not found", m);
     return m;
   }
   std::vector<fs::path> candidates = {fs::current_path() / "models/tiny-bitnet"};
@@ -111,11 +112,7 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   DeviceSpec spec = parse_device(o.device, o.tensor_parallel);
   spec.cuda.single_sequence = o.single_sequence;
   lm.backend = make_backend(std::move(model), spec);
-  if (need_tokenizer) {
-    const fs::path tj = fs::path(lm.dir) / "tokenizer.json";
-    if (!fs::exists(tj)) fail("{}: not found (the model folder needs tokenizer.json)", tj.string());
-    lm.tokenizer = Tokenizer::from_file(tj.string());
-  }
+  if (need_tokenizer) lm.tokenizer = load_model_tokenizer(lm.dir);
   lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lm;
 }

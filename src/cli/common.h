@@ -42,7 +42,7 @@ struct SamplingOptions {
 };
 void add_sampling_options(CLI::App* app, SamplingOptions& o);
 
-/// Resolves -m: the given folder, or the bundled models/tiny-bitnet (next to the working directory, the
+/// Resolves -m: the given folder or GGUF file, or the bundled models/tiny-bitnet (next to the working directory, the
 /// executable, or the source tree). Throws tritium::Error when nothing is found.
 std::string resolve_model_dir(const std::string& m);
 
@@ -55,7 +55,7 @@ struct LoadedModel {
   const Transformer& model() const { return backend->model(); }
 };
 
-/// Sets the thread count, loads model + tokenizer (tokenizer.json in the model folder).
+/// Sets the thread count, loads model + tokenizer (tokenizer.json in the model folder, or a GGUF file's metadata).
 LoadedModel load_model(const ModelOptions& o, bool need_tokenizer = true);
 
 /// Peak resident set size of this process in MiB (VmHWM).

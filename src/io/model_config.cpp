@@ -174,6 +174,35 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
   return c;
 }
 
+nlohmann::json model_config_to_json(const ModelConfig& c) {
+  const bool qwen2 = c.arch == Arch::kQwen2;
+  if (qwen2 ? (!c.qkv_bias || c.o_bias) : c.qkv_bias != c.o_bias)
+    fail("{}: config.json cannot state this model's biases (q/k/v {}, o_proj {})", c.model_dir, c.qkv_bias, c.o_bias);
+  nlohmann::json j;
+  j["architectures"] = {c.arch == Arch::kBitNet ? "BitNetForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = std::string(arch_name(c.arch));
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (!qwen2) j["attention_bias"] = c.qkv_bias;
+  j["mlp_bias"] = c.mlp_bias;
+  j["hidden_act"] = c.hidden_act == Activation::kRelu2 ? "relu2" : "silu";
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.bitnet_quant)
+    j["quantization_config"] = {{"quant_method", "bitnet"},
+                                {"linear_class", c.bitnet_scale_mode == BitNetScaleMode::kMultiply ? "autobitlinear" : "bitlinear"}};
+  return j;
+}
+
 ModelConfig load_model_config(const std::string& dir) {
   if (!fs::is_directory(dir)) fail("{}: model folder not found", dir);
   const std::string file = (fs::path(dir) / "config.json").string();

@@ -66,4 +66,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir);
 
 std::string_view arch_name(Arch a);
 
+/// A config.json that parse_model_config reads back as `c` (architecture, sizes, RoPE theta, biases, activation,
+/// BitNet quantization, bos/eos ids). Throws tritium::Error for a configuration config.json cannot state (a Llama or
+/// BitNet model with q/k/v biases but no o_proj bias or the reverse; a Qwen2 model without q/k/v biases or with an
+/// o_proj bias).
+nlohmann::json model_config_to_json(const ModelConfig& c);
+
 }  // namespace tritium

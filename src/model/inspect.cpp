@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "formats/gguf_quants.h"
 
 namespace tritium {
 namespace {
@@ -95,6 +98,34 @@ ModelInspection inspect_model(const Transformer& model) {
     s.ratio_vs_5trit = (1.625 + s.scale_bits) / s.bitcos_with_scale;
   }
   return r;
+}
+
+std::vector<GgufInspectedTensor> inspect_gguf(const GgufFile& f, std::vector<GgufTypeTotal>* totals) {
+  std::vector<GgufInspectedTensor> out;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    GgufInspectedTensor e;
+    e.name = t.name;
+    e.type = ggml_type_name(t.type);
+    e.ne = t.ne;
+    e.bytes = t.nbytes;
+    const auto n = static_cast<uint64_t>(t.numel());
+    e.bits_per_weight = n ? 8.0 * static_cast<double>(t.nbytes) / static_cast<double>(n) : 0;
+    if (gguf_type_is_ternary(t.type)) {
+      const GgufTernary r = gguf_tensor_to_ternary(t, f.path());
+      e.ternary = true;
+      for (int8_t v : r.values) e.zeros += v == 0;
+      e.zero_density = n ? static_cast<double>(e.zeros) / static_cast<double>(n) : 0;
+    }
+    if (totals) {
+      auto it = std::find_if(totals->begin(), totals->end(), [&](const GgufTypeTotal& x) { return x.type == e.type; });
+      if (it == totals->end()) it = totals->insert(totals->end(), GgufTypeTotal{e.type});
+      ++it->tensors;
+      it->weights += n;
+      it->bytes += t.nbytes;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace tritium

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
 #include "model/transformer.h"
 #include "formats/ternary_stats.h"
 
@@ -45,5 +46,27 @@ struct ModelInspection {
 
 /// Gathers the statistics (unpacks every ternary layer once). Throws tritium::Error on a non-ternary value.
 ModelInspection inspect_model(const Transformer& model);
+
+/// One tensor of a GGUF file as stored there.
+struct GgufInspectedTensor {
+  std::string name;
+  std::string type;          ///< ggml type name ("I2_S", "F16", ...)
+  std::vector<int64_t> ne;   ///< GGUF order
+  uint64_t bytes = 0;        ///< bytes in the file
+  double bits_per_weight = 0;  ///< 8 * bytes / numel (scales and block headers included)
+  bool ternary = false;      ///< a TQ1_0 / TQ2_0 / I2_S tensor: zeros and zero_density are set
+  uint64_t zeros = 0;
+  double zero_density = 0;
+};
+
+/// Per type: tensors, weights, bytes.
+struct GgufTypeTotal {
+  std::string type;
+  uint64_t tensors = 0, weights = 0, bytes = 0;
+};
+
+/// The tensors of a GGUF file in file order (ternary ones decoded once for their zero density) and totals per type
+/// in order of first appearance. Throws tritium::Error naming the tensor when a ternary tensor does not decode.
+std::vector<GgufInspectedTensor> inspect_gguf(const GgufFile& f, std::vector<GgufTypeTotal>* totals = nullptr);
 
 }  // namespace tritium

@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/gguf_loader.h"
 #include "model/tritium_model.h"
+#include "model/weight_source.h"
 #include "quant/int8_projection.h"
 #include "quant/ternary_ptq.h"
 
@@ -32,80 +34,100 @@ std::vector<int8_t> unpack_bitnet_weight(const uint8_t* packed, int64_t out_feat
   return w;
 }
 
-namespace {
-
-struct Ternary {
-  std::vector<int8_t> w;  // [out, in]
-  float scale;            // multiplier
-};
-
-std::vector<float> load_vec(const WeightStore& ws, const std::string& name, int64_t n) {
-  const TensorView& t = ws.get(name, {n});
-  return tensor_to_f32(t);
-}
-
-std::vector<float> load_mat(const WeightStore& ws, const std::string& name, int64_t rows, int64_t cols) {
-  const TensorView& t = ws.get(name, {rows, cols});
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
-    fail("{}: weight '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
-  return tensor_to_f32(t);
-}
-
-// A BitNet projection: packed U8 [out/4, in], or float [out, in] (ternary values, or full precision that we
-// quantize with BitNet's absmean rule).
-Ternary load_ternary(const WeightStore& ws, const ModelConfig& c, const std::string& prefix, int64_t out,
-                     int64_t in) {
-  const std::string wname = prefix + ".weight";
-  const TensorView& t = ws.get(wname);
-  Ternary r;
-  const TensorView* sc = ws.find(prefix + ".weight_scale");
-  float ws_val = 1.0f;
-  if (sc) {
-    if (sc->numel() != 1)
-      fail("{}: weight '{}' must hold one value (per-tensor scale), has shape {}", sc->file, sc->name,
-           sc->shape_str());
-    ws_val = tensor_scalar_f32(*sc, 0);
-    if (!std::isfinite(ws_val) || ws_val == 0.0f)
-      fail("{}: weight '{}' is {} (must be finite and non-zero)", sc->file, sc->name, ws_val);
-  }
-  if (t.dtype == DType::U8 || t.dtype == DType::I8) {
-    if (t.shape != std::vector<int64_t>{out / 4, in})
-      fail("{}: weight '{}' has shape {}, expected packed [{}, {}] (out/4, in)", t.file, wname, t.shape_str(),
-           out / 4, in);
-    if (!sc) fail("{}: weight '{}.weight_scale' is missing", c.model_dir, prefix);
-    r.w = unpack_bitnet_weight(t.data, out, in);
-    r.scale = c.bitnet_scale_mode == BitNetScaleMode::kMultiply ? ws_val : 1.0f / ws_val;
-    return r;
-  }
-  std::vector<float> f = load_mat(ws, wname, out, in);
-  bool ternary = true;
-  for (float v : f)
-    if (v != 0.0f && v != 1.0f && v != -1.0f) { ternary = false; break; }
-  r.w.resize(f.size());
-  if (ternary) {
-    for (size_t i = 0; i < f.size(); ++i) r.w[i] = static_cast<int8_t>(f[i]);
-    r.scale = sc ? (c.bitnet_scale_mode == BitNetScaleMode::kMultiply ? ws_val : 1.0f / ws_val) : 1.0f;
-    return r;
-  }
-  // Full-precision weights: BitNet b1.58 absmean quantization, scale = mean|W|, w = clamp(round(W / scale), -1, 1).
+TernaryWeight ternary_absmean_b158(const std::vector<float>& f) {
   double sum = 0.0;
   for (float v : f) sum += std::fabs(v);
   const float s = std::max(static_cast<float>(sum / static_cast<double>(f.size())), 1e-5f);
+  TernaryWeight r;
+  r.w.resize(f.size());
   for (size_t i = 0; i < f.size(); ++i)
     r.w[i] = static_cast<int8_t>(std::clamp(std::nearbyint(f[i] / s), -1.0f, 1.0f));
   r.scale = s;
   return r;
 }
 
-std::unique_ptr<Linear> fuse_ternary(std::vector<Ternary> parts, int64_t in, TernaryFormat fmt) {
+namespace {
+
+// A Hugging Face folder's safetensors weights.
+class SafetensorsSource final : public WeightSource {
+ public:
+  SafetensorsSource(const WeightStore& ws, const ModelConfig& c)
+      : ws_(ws), dir_(c.model_dir), scale_mode_(c.bitnet_scale_mode) {}
+
+  bool has(const std::string& name) const override { return ws_.find(name) != nullptr; }
+
+  std::vector<float> vec(const std::string& name, int64_t n) const override {
+    return tensor_to_f32(ws_.get(name, {n}));
+  }
+
+  std::vector<float> mat(const std::string& name, int64_t rows, int64_t cols) const override {
+    const TensorView& t = ws_.get(name, {rows, cols});
+    if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+      fail("{}: weight '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
+    return tensor_to_f32(t);
+  }
+
+  // Packed U8 [out/4, in] with weight_scale, or float [out, in]: ternary values (times weight_scale when present),
+  // or full precision that BitNet's absmean rule quantizes.
+  TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const override {
+    const std::string wname = prefix + ".weight";
+    const TensorView& t = ws_.get(wname);
+    const TensorView* sc = ws_.find(prefix + ".weight_scale");
+    float ws_val = 1.0f;
+    if (sc) {
+      if (sc->numel() != 1)
+        fail("{}: weight '{}' must hold one value (per-tensor scale), has shape {}", sc->file, sc->name,
+             sc->shape_str());
+      ws_val = tensor_scalar_f32(*sc, 0);
+      if (!std::isfinite(ws_val) || ws_val == 0.0f)
+        fail("{}: weight '{}' is {} (must be finite and non-zero)", sc->file, sc->name, ws_val);
+    }
+    const float scale = scale_mode_ == BitNetScaleMode::kMultiply ? ws_val : 1.0f / ws_val;
+    TernaryWeight r;
+    if (t.dtype == DType::U8 || t.dtype == DType::I8) {
+      if (t.shape != std::vector<int64_t>{out / 4, in})
+        fail("{}: weight '{}' has shape {}, expected packed [{}, {}] (out/4, in)", t.file, wname, t.shape_str(),
+             out / 4, in);
+      if (!sc) fail("{}: weight '{}.weight_scale' is missing", dir_, prefix);
+      r.w = unpack_bitnet_weight(t.data, out, in);
+      r.scale = scale;
+      return r;
+    }
+    std::vector<float> f = mat(wname, out, in);
+    for (float v : f)
+      if (v != 0.0f && v != 1.0f && v != -1.0f) return ternary_absmean_b158(f);
+    r.w.resize(f.size());
+    for (size_t i = 0; i < f.size(); ++i) r.w[i] = static_cast<int8_t>(f[i]);
+    r.scale = sc ? scale : 1.0f;
+    return r;
+  }
+
+ private:
+  const WeightStore& ws_;
+  std::string dir_;
+  BitNetScaleMode scale_mode_;
+};
+
+// Stacks the parts of a fused projection. Each keeps its own scale as a segment; when a part has per-group scales
+// (a GGUF ternary tensor whose blocks have different scales) every part is given per-group scales instead.
+std::unique_ptr<Linear> fuse_ternary(std::vector<TernaryWeight> parts, int64_t in, TernaryFormat fmt) {
   std::vector<int8_t> all;
   std::vector<TernaryLinear::Segment> segs;
+  bool grouped = false;
   for (auto& p : parts) {
     segs.push_back({static_cast<int64_t>(p.w.size()) / in, p.scale});
     all.insert(all.end(), p.w.begin(), p.w.end());
+    grouped = grouped || !p.group_scales.empty();
   }
   const int64_t n = static_cast<int64_t>(all.size()) / in;
-  return std::make_unique<TernaryLinear>(pack_ternary(fmt, all.data(), n, in), std::move(segs));
+  auto packed = pack_ternary(fmt, all.data(), n, in);
+  if (!grouped) return std::make_unique<TernaryLinear>(std::move(packed), std::move(segs));
+  std::vector<float> gs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].group_scales.empty()) gs.insert(gs.end(), static_cast<size_t>(segs[i].rows * packed->groups()), parts[i].scale);
+    else gs.insert(gs.end(), parts[i].group_scales.begin(), parts[i].group_scales.end());
+  }
+  return std::make_unique<TernaryLinear>(std::move(packed), std::move(gs));
 }
 
 // Quantizes each part of a fused projection separately (its own statistics, as if unfused) when a PTQ method is set.
@@ -152,32 +174,25 @@ std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<s
                                                       bias.empty() ? nullptr : bias.data(), io));
 }
 
-std::unique_ptr<Linear> fuse_float(const WeightStore& ws, const std::vector<std::pair<std::string, int64_t>>& parts,
+std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std::pair<std::string, int64_t>>& parts,
                                    int64_t in, bool bias, const LoadOptions& o) {
-  if (!o.quant.empty()) {
-    std::vector<std::vector<float>> ws_parts;
-    std::vector<int64_t> rows;
-    std::vector<float> b;
-    for (const auto& [prefix, r] : parts) {
-      ws_parts.push_back(load_mat(ws, prefix + ".weight", r, in));
-      rows.push_back(r);
-      if (bias) {
-        auto v = load_vec(ws, prefix + ".bias", r);
-        b.insert(b.end(), v.begin(), v.end());
-      }
-    }
-    return quantize_fused(o, ws_parts, rows, std::move(b), in);
-  }
-  std::vector<float> w, b;
-  int64_t n = 0;
-  for (const auto& [prefix, rows] : parts) {
-    auto m = load_mat(ws, prefix + ".weight", rows, in);
-    w.insert(w.end(), m.begin(), m.end());
+  std::vector<std::vector<float>> ws_parts;
+  std::vector<int64_t> rows;
+  std::vector<float> b;
+  for (const auto& [prefix, r] : parts) {
+    ws_parts.push_back(ws.mat(prefix + ".weight", r, in));
+    rows.push_back(r);
     if (bias) {
-      auto v = load_vec(ws, prefix + ".bias", rows);
+      auto v = ws.vec(prefix + ".bias", r);
       b.insert(b.end(), v.begin(), v.end());
     }
-    n += rows;
+  }
+  if (!o.quant.empty()) return quantize_fused(o, ws_parts, rows, std::move(b), in);
+  std::vector<float> w;
+  int64_t n = 0;
+  for (size_t i = 0; i < ws_parts.size(); ++i) {
+    w.insert(w.end(), ws_parts[i].begin(), ws_parts[i].end());
+    n += rows[i];
   }
   return std::make_unique<FloatLinear>(std::move(w), std::move(b), n, in);
 }
@@ -209,41 +224,27 @@ const std::vector<std::string>& quant_method_names() {
   return k;
 }
 
-std::unique_ptr<Transformer> load_transformer(const std::string& dir, const LoadOptions& opts) {
-  if (!opts.quant.empty()) {
-    const auto& names = quant_method_names();
-    if (std::find(names.begin(), names.end(), opts.quant) == names.end())
-      fail("unknown quantization method '{}' (expected one of: {})", opts.quant, fmt::join(names, ", "));
-  }
-  if (!opts.lm_head.empty()) {
-    const auto& names = lm_head_kind_names();
-    if (std::find(names.begin(), names.end(), opts.lm_head) == names.end())
-      fail("unknown lm_head storage '{}' (expected one of: {})", opts.lm_head, fmt::join(names, ", "));
-  }
-  ModelConfig c = load_model_config(dir);
-  auto store = std::make_shared<WeightStore>(dir);
-  if (is_tritium_model(*store)) return load_tritium_model(std::move(c), std::move(store), opts);
+std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource& ws, const LoadOptions& opts) {
   if (!opts.quant.empty() && c.bitnet_quant)
-    fail("{}: --quant {} applies to 16/32-bit models; this BitNet model is already ternary", dir, opts.quant);
-  const WeightStore& ws = *store;
+    fail("{}: --quant {} applies to 16/32-bit models; this BitNet model is already ternary", c.model_dir, opts.quant);
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
 
-  auto embed = std::make_shared<const std::vector<float>>(load_mat(ws, "model.embed_tokens.weight", V, H));
+  auto embed = std::make_shared<const std::vector<float>>(ws.mat("model.embed_tokens.weight", V, H));
   std::vector<LayerWeights> layers(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     LayerWeights& L = layers[l];
-    L.input_norm = load_vec(ws, p + "input_layernorm.weight", H);
-    L.post_attn_norm = load_vec(ws, p + "post_attention_layernorm.weight", H);
+    L.input_norm = ws.vec(p + "input_layernorm.weight", H);
+    L.post_attn_norm = ws.vec(p + "post_attention_layernorm.weight", H);
     if (c.sub_norms) {
-      L.attn_sub_norm = load_vec(ws, p + "self_attn.attn_sub_norm.weight", qd);
-      L.ffn_sub_norm = load_vec(ws, p + "mlp.ffn_sub_norm.weight", I);
+      L.attn_sub_norm = ws.vec(p + "self_attn.attn_sub_norm.weight", qd);
+      L.ffn_sub_norm = ws.vec(p + "mlp.ffn_sub_norm.weight", I);
     }
     if (c.bitnet_quant) {
       auto ternary = [&](const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) {
-        std::vector<Ternary> ts;
-        for (const auto& [prefix, rows] : parts) ts.push_back(load_ternary(ws, c, p + prefix, rows, in));
+        std::vector<TernaryWeight> ts;
+        for (const auto& [prefix, rows] : parts) ts.push_back(ws.ternary(p + prefix, rows, in));
         return fuse_ternary(std::move(ts), in, opts.ternary_format);
       };
       L.qkv = ternary({{"self_attn.q_proj", qd}, {"self_attn.k_proj", kvd}, {"self_attn.v_proj", kvd}}, H);
@@ -259,18 +260,37 @@ std::unique_ptr<Transformer> load_transformer(const std::string& dir, const Load
     }
     if (opts.progress) opts.progress(l + 1, c.num_layers);
   }
-  std::vector<float> final_norm = load_vec(ws, "model.norm.weight", H);
+  std::vector<float> final_norm = ws.vec("model.norm.weight", H);
   std::unique_ptr<Linear> lm_head;
-  const TensorView* head = ws.find("lm_head.weight");
-  if (c.tie_word_embeddings || !head) {
-    if (!c.tie_word_embeddings && !head) fail("{}: weight 'lm_head.weight' is missing", dir);
+  const bool has_head = ws.has("lm_head.weight");
+  if (c.tie_word_embeddings || !has_head) {
+    if (!c.tie_word_embeddings && !has_head) fail("{}: weight 'lm_head.weight' is missing", c.model_dir);
     if (opts.lm_head.empty() || opts.lm_head == "f32") lm_head = std::make_unique<FloatLinear>(embed, std::vector<float>{}, V, H);
     else lm_head = make_head_linear(*embed, V, H, opts.lm_head);
   } else {
-    lm_head = make_head_linear(load_mat(ws, "lm_head.weight", V, H), V, H, opts.lm_head);
+    lm_head = make_head_linear(ws.mat("lm_head.weight", V, H), V, H, opts.lm_head);
   }
   return std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                        std::move(lm_head));
+}
+
+std::unique_ptr<Transformer> load_transformer(const std::string& path, const LoadOptions& opts) {
+  if (!opts.quant.empty()) {
+    const auto& names = quant_method_names();
+    if (std::find(names.begin(), names.end(), opts.quant) == names.end())
+      fail("unknown quantization method '{}' (expected one of: {})", opts.quant, fmt::join(names, ", "));
+  }
+  if (!opts.lm_head.empty()) {
+    const auto& names = lm_head_kind_names();
+    if (std::find(names.begin(), names.end(), opts.lm_head) == names.end())
+      fail("unknown lm_head storage '{}' (expected one of: {})", opts.lm_head, fmt::join(names, ", "));
+  }
+  if (is_gguf_path(path)) return load_gguf_transformer(path, opts);
+  ModelConfig c = load_model_config(path);
+  auto store = std::make_shared<WeightStore>(path);
+  if (is_tritium_model(*store)) return load_tritium_model(std::move(c), std::move(store), opts);
+  const SafetensorsSource source(*store, c);
+  return build_transformer(std::move(c), source, opts);
 }
 
 }  // namespace tritium

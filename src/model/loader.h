@@ -42,12 +42,13 @@ std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, in
 /// The quantization methods LoadOptions::quant accepts.
 const std::vector<std::string>& quant_method_names();
 
-/// Loads a model folder. BitNet (quant_method bitnet): projections as packed uint8 [out/4, in] (code = w + 1,
-/// rows r, r+out/4, r+2out/4, r+3out/4 in bits 0-1, 2-3, 4-5, 6-7) with weight_scale (bf16 [1]) applied as a
-/// multiplier (autobitlinear) or divisor (bitlinear); or unpacked bf16/fp16/f32 ternary values; a float weight
-/// that is not ternary is quantized by absmean (BitNet b1.58). Llama/Qwen2: bf16/fp16/f32 projections.
+/// Loads a model folder, a tritium model or a GGUF file (a regular file: model/gguf_loader.h). BitNet (quant_method
+/// bitnet): projections as packed uint8 [out/4, in] (code = w + 1, rows r, r+out/4, r+2out/4, r+3out/4 in bits 0-1,
+/// 2-3, 4-5, 6-7) with weight_scale (bf16 [1]) applied as a multiplier (autobitlinear) or divisor (bitlinear); or
+/// unpacked bf16/fp16/f32 ternary values; a float weight that is not ternary is quantized by absmean (BitNet
+/// b1.58). Llama/Qwen2: bf16/fp16/f32 projections.
 /// Throws tritium::Error naming the file and tensor for missing weights, wrong shapes or dtypes.
-std::unique_ptr<Transformer> load_transformer(const std::string& dir, const LoadOptions& opts = {});
+std::unique_ptr<Transformer> load_transformer(const std::string& path, const LoadOptions& opts = {});
 
 /// Unpacks a BitNet packed uint8 weight [out/4, in] into int8 ternary values [out, in].
 /// Throws tritium::Error on the unused code 3.

@@ -8,6 +8,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/gguf_loader.h"
+#include "model/gguf_tokenizer.h"
 #include "model/linear.h"
 #include "formats/q4_rows.h"
 
@@ -166,15 +168,20 @@ void write_tritium_model(const Transformer& model, const std::string& src_dir, c
   fs::rename(tmp, fs::path(out_dir) / "model.safetensors", ec);
   if (ec) fail("{}: cannot rename {}: {}", out_dir, tmp.string(), ec.message());
   fs::remove(fs::path(out_dir) / "model.safetensors.index.json", ec);
-  // Everything but weights: config.json, tokenizer files, generation_config.json, chat templates, ...
-  for (const auto& e : fs::directory_iterator(src_dir)) {
-    if (!e.is_regular_file()) continue;
-    const std::string fn = e.path().filename().string();
-    if (fn.ends_with(".safetensors") || fn == "model.safetensors.index.json" || fn.ends_with(".bin") ||
-        fn.ends_with(".pt") || fn.ends_with(".gguf"))
-      continue;
-    fs::copy_file(e.path(), fs::path(out_dir) / fn, fs::copy_options::overwrite_existing, ec);
-    if (ec) fail("{}: cannot copy {}: {}", out_dir, e.path().string(), ec.message());
+  if (is_gguf_path(src_dir)) {
+    // A GGUF file holds its config, tokenizer and template as metadata: written out as the Hugging Face files.
+    write_gguf_side_files(GgufFile::open(src_dir), out_dir);
+  } else {
+    // Everything but weights: config.json, tokenizer files, generation_config.json, chat templates, ...
+    for (const auto& e : fs::directory_iterator(src_dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string fn = e.path().filename().string();
+      if (fn.ends_with(".safetensors") || fn == "model.safetensors.index.json" || fn.ends_with(".bin") ||
+          fn.ends_with(".pt") || fn.ends_with(".gguf"))
+        continue;
+      fs::copy_file(e.path(), fs::path(out_dir) / fn, fs::copy_options::overwrite_existing, ec);
+      if (ec) fail("{}: cannot copy {}: {}", out_dir, e.path().string(), ec.message());
+    }
   }
   if (progress) progress(static_cast<int>(layers.size()) + 1, static_cast<int>(layers.size()) + 1);
 }

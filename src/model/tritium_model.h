@@ -47,7 +47,8 @@ struct TritiumWriteInfo {
 };
 
 /// Writes `model` (as loaded, with its layers in their storage) as a tritium model folder `out_dir` (created if
-/// needed): model.safetensors + every non-weight file of `src_dir` (config, tokenizer, templates) copied.
+/// needed): model.safetensors + every non-weight file of `src_dir` (config, tokenizer, templates) copied, or, when
+/// `src_dir` is a GGUF file, the files its metadata stands for (model/gguf_tokenizer.h write_gguf_side_files).
 /// progress(done, total) is called per written layer. Throws tritium::Error on I/O failure, when out_dir is
 /// src_dir, or for a layer type it cannot store.
 void write_tritium_model(const Transformer& model, const std::string& src_dir, const std::string& out_dir,

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace tritium {
 
 /// A byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json.
@@ -19,6 +21,11 @@ class Tokenizer {
   /// Loads tokenizer.json (and, when present beside it, tokenizer_config.json for bos/eos names).
   /// Throws tritium::Error naming the file and field on malformed or unsupported content.
   static std::unique_ptr<Tokenizer> from_file(const std::string& tokenizer_json_path);
+  /// Builds a tokenizer from a tokenizer.json object already in memory (e.g. one made from GGUF metadata); `where`
+  /// names it in messages. bos / eos play tokenizer_config.json's part (ids must be tokens of j); without a bos,
+  /// the post-processor template's first added id is the BOS, as in from_file.
+  static std::unique_ptr<Tokenizer> from_json(const nlohmann::json& j, const std::string& where,
+                                              std::optional<int32_t> bos, std::optional<int32_t> eos);
   virtual ~Tokenizer() = default;
 
   /// Encodes UTF-8 text. add_special_tokens applies the post-processor template (e.g. BOS).

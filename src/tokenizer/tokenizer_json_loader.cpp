@@ -59,11 +59,11 @@ std::optional<std::string> special_name(const nlohmann::json& cfg, const char* k
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
-  const nlohmann::json j = read_json(path);
+namespace {
+
+std::unique_ptr<HfTokenizer> build(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", path);
   if (!j.contains("model")) fail("{}: missing field 'model'", path);
-
   HfTokenizerParts parts;
   try {
     parts.model = std::make_unique<BpeModel>(j["model"], path + ": model");
@@ -75,7 +75,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {  // a field of an unexpected JSON type
     fail("{}: malformed field: {}", path, e.what());
   }
-  auto tok = std::make_unique<HfTokenizer>(std::move(parts));
+  return std::make_unique<HfTokenizer>(std::move(parts));
+}
+
+// Without a configured BOS, the template's first added id is the BOS (e.g. TemplateProcessing [BOS, A]).
+std::optional<int32_t> template_bos(const HfTokenizer& tok) {
+  return tok.adds_bos() ? std::optional<int32_t>(tok.encode("", true).front()) : std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  auto tok = build(read_json(path), path);
 
   // bos/eos names from tokenizer_config.json beside the file.
   std::optional<std::string> bos_name, eos_name;
@@ -94,9 +105,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
     return id;
   };
   std::optional<int32_t> bos = resolve(bos_name, "bos_token"), eos = resolve(eos_name, "eos_token");
-  // Without a config entry, the template's first added id is the BOS (e.g. TemplateProcessing [BOS, A]).
-  if (!bos_name && tok->adds_bos()) bos = tok->encode("", true).front();
+  if (!bos_name) bos = template_bos(*tok);
   tok->set_bos_eos(bos, eos);
+  return tok;
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j, const std::string& where,
+                                                std::optional<int32_t> bos, std::optional<int32_t> eos) {
+  auto tok = build(j, where);
+  for (const auto& [id, key] : {std::pair{bos, "bos"}, std::pair{eos, "eos"}})
+    if (id && tok->id_to_token(*id).empty()) fail("{}: {} id {} is not a token", where, key, *id);
+  tok->set_bos_eos(bos ? bos : template_bos(*tok), eos);
   return tok;
 }
 

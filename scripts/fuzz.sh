@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang in build-fuzz/ and runs each for N seconds
+# (default 60) from its seed corpus tests/fuzz/<name>/. New inputs go to build-fuzz/corpus/<name>/, crashes to
+# build-fuzz/artifacts/ (exit status non-zero). Usage: scripts/fuzz.sh [SECONDS]; CXX (default clang++-14) and
+# JOBS (default all cores) may be set.
+set -euo pipefail
+SECS=${1:-60}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${TRITIUM_FUZZ_BUILD:-$ROOT/build-fuzz}
+CXX_BIN=${CXX:-clang++-14}
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX_BIN" \
+  -DTRITIUM_FUZZ=ON -DTRITIUM_CUDA=OFF -DTRITIUM_MPI=OFF -DTRITIUM_BUILD_TESTS=OFF -DTRITIUM_BUILD_BENCH=OFF >/dev/null
+targets=()
+for src in "$ROOT"/tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
+mkdir -p "$BUILD/artifacts"
+for t in "${targets[@]}"; do
+  name=${t#fuzz_}
+  mkdir -p "$BUILD/corpus/$name"
+  echo "fuzz: $t for ${SECS} s"
+  "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="$BUILD/artifacts/$name-" "$BUILD/corpus/$name" "$ROOT/tests/fuzz/$name"
+done

@@ -1,0 +1,325 @@
+#include "model/gguf_loader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "formats/gguf_quants.h"
+#include "model/weight_source.h"
+
+namespace tritium {
+
+bool is_gguf_path(const std::string& path) { return std::filesystem::is_regular_file(path); }
+
+std::string gguf_tensor_name(const std::string& hf) {
+  static const std::pair<const char*, const char*> kTop[] = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"},
+  };
+  for (const auto& [h, g] : kTop)
+    if (hf == h) return g;
+  static const std::pair<const char*, const char*> kLayer[] = {
+      {"input_layernorm", "attn_norm"},       {"post_attention_layernorm", "ffn_norm"},
+      {"self_attn.q_proj", "attn_q"},         {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
+      {"self_attn.attn_sub_norm", "attn_sub_norm"}, {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},              {"mlp.down_proj", "ffn_down"},
+      {"mlp.ffn_sub_norm", "ffn_sub_norm"},
+  };
+  const std::string pre = "model.layers.";
+  if (hf.rfind(pre, 0) == 0) {
+    const size_t dot = hf.find('.', pre.size());
+    const size_t last = hf.rfind('.');
+    if (dot != std::string::npos && last > dot) {
+      const std::string layer = hf.substr(pre.size(), dot - pre.size());
+      const std::string mid = hf.substr(dot + 1, last - dot - 1), leaf = hf.substr(last + 1);
+      for (const auto& [h, g] : kLayer)
+        if (mid == h) return fmt::format("blk.{}.{}.{}", layer, g, leaf);
+    }
+  }
+  fail("no GGUF tensor corresponds to '{}'", hf);
+}
+
+namespace {
+
+enum class GgufArch { kBitNetB158, kBitNet25, kBitNet, kLlama, kQwen2 };
+
+GgufArch parse_arch(const GgufFile& f, const std::string& name) {
+  if (name == "bitnet-b1.58") return GgufArch::kBitNetB158;
+  if (name == "bitnet-25") return GgufArch::kBitNet25;
+  if (name == "bitnet") return GgufArch::kBitNet;
+  if (name == "llama") return GgufArch::kLlama;
+  if (name == "qwen2") return GgufArch::kQwen2;
+  fail("{}: general.architecture '{}' is not supported (supported: bitnet-b1.58, bitnet-25, bitnet, llama, qwen2)",
+       f.path(), name);
+}
+
+// A positive size key, at most 2^30 (a larger value is a corrupt file, not a model).
+int size_key(const GgufFile& f, const std::string& key, std::optional<int> def = std::nullopt) {
+  const GgufValue* v = f.find(key);
+  if (!v) {
+    if (def) return *def;
+    fail("{}: metadata '{}' is missing", f.path(), key);
+  }
+  uint64_t x = 0;
+  if (v->type() == GgufType::kArray) {
+    // Per-layer values (llama.cpp allows them for head counts): tritium needs them all equal.
+    const std::vector<int64_t> a = f.get_int_array(key);
+    if (a.empty() || std::any_of(a.begin(), a.end(), [&](int64_t e) { return e != a[0]; }))
+      fail("{}: metadata '{}' differs between layers; tritium needs one value for every layer", f.path(), key);
+    x = a[0] < 0 ? 0 : static_cast<uint64_t>(a[0]);
+  } else {
+    x = f.get_uint(key);
+  }
+  if (x == 0 || x > (1u << 30)) fail("{}: metadata '{}' is {}, expected 1 to 2^30", f.path(), key, x);
+  return static_cast<int>(x);
+}
+
+std::optional<int32_t> token_key(const GgufFile& f, const std::string& key, int vocab) {
+  const auto id = f.find_uint(key);
+  if (!id) return std::nullopt;
+  if (*id >= static_cast<uint64_t>(vocab)) fail("{}: metadata '{}' is {}, outside the vocabulary [0, {})", f.path(), key, *id, vocab);
+  return static_cast<int32_t>(*id);
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const GgufFile& f) {
+  ModelConfig c;
+  c.model_dir = f.path();
+  const std::string a = f.get_string("general.architecture");
+  const GgufArch arch = parse_arch(f, a);
+  c.arch_name = a;
+  c.arch = arch == GgufArch::kLlama ? Arch::kLlama : arch == GgufArch::kQwen2 ? Arch::kQwen2 : Arch::kBitNet;
+  const std::string p = a + ".";
+  c.num_layers = size_key(f, p + "block_count");
+  c.hidden_size = size_key(f, p + "embedding_length");
+  c.intermediate_size = size_key(f, p + "feed_forward_length");
+  c.num_heads = size_key(f, p + "attention.head_count");
+  c.num_kv_heads = size_key(f, p + "attention.head_count_kv", c.num_heads);
+  if (f.find(p + "attention.key_length")) {
+    c.head_dim = size_key(f, p + "attention.key_length");
+    if (size_key(f, p + "attention.value_length", c.head_dim) != c.head_dim)
+      fail("{}: attention.key_length {} differs from attention.value_length (not supported)", f.path(), c.head_dim);
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      fail("{}: {}embedding_length {} is not divisible by attention.head_count {}", f.path(), p, c.hidden_size,
+           c.num_heads);
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) fail("{}: head size {} must be even for RoPE", f.path(), c.head_dim);
+  if (static_cast<int64_t>(c.num_heads) * c.head_dim > (int64_t{1} << 30))
+    fail("{}: {} heads of size {} are more than 2^30 values", f.path(), c.num_heads, c.head_dim);
+  // Every block has tensors, so a block count the tensor directory cannot back is a corrupt key (and would size
+  // the layer table before any tensor is read).
+  if (!f.find_tensor(fmt::format("blk.{}.attn_norm.weight", c.num_layers - 1)))
+    fail("{}: {}block_count is {}, but tensor 'blk.{}.attn_norm.weight' is missing", f.path(), p, c.num_layers,
+         c.num_layers - 1);
+  if (c.num_heads % c.num_kv_heads != 0)
+    fail("{}: attention.head_count {} is not a multiple of attention.head_count_kv {}", f.path(), c.num_heads,
+         c.num_kv_heads);
+  if (auto rd = f.find_uint(p + "rope.dimension_count"); rd && *rd != static_cast<uint64_t>(c.head_dim))
+    fail("{}: {}rope.dimension_count {} is not the head size {} (partial RoPE is not supported)", f.path(), p, *rd,
+         c.head_dim);
+  const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
+  if (!(eps > 0 && eps < 1)) fail("{}: {}attention.layer_norm_rms_epsilon is {}, expected in (0, 1)", f.path(), p, eps);
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = f.find_float(p + "rope.freq_base").value_or(10000.0);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    fail("{}: {}rope.freq_base is {}, expected a positive number", f.path(), p, c.rope_theta);
+  const std::string scaling = f.find_string(p + "rope.scaling.type").value_or("none");
+  const double factor = f.find_float(p + "rope.scaling.factor").value_or(1.0);
+  if (!(scaling == "none" || (scaling == "linear" && (factor == 1.0 || factor == 0.0))))
+    fail("{}: RoPE scaling '{}' with factor {} is not supported (only none, or linear with factor 1)", f.path(), scaling,
+         factor);
+  c.max_position_embeddings = size_key(f, p + "context_length", 2048);
+
+  const GgufTensorInfo& embd = f.tensor("token_embd.weight");
+  if (embd.ne.size() != 2 || embd.ne[0] != c.hidden_size)
+    fail("{}: tensor 'token_embd.weight' has ne {}, expected [{}, vocab]", f.path(), embd.ne_str(), c.hidden_size);
+  if (embd.ne[1] <= 0 || embd.ne[1] > (int64_t{1} << 30))
+    fail("{}: tensor 'token_embd.weight' has {} rows", f.path(), embd.ne[1]);
+  c.vocab_size = static_cast<int>(embd.ne[1]);
+  if (auto v = f.find_uint(p + "vocab_size"); v && *v != static_cast<uint64_t>(c.vocab_size))
+    fail("{}: {}vocab_size {} differs from the {} rows of token_embd.weight", f.path(), p, *v, c.vocab_size);
+  if (const GgufValue* toks = f.find("tokenizer.ggml.tokens"); toks && toks->size() > static_cast<uint64_t>(c.vocab_size))
+    fail("{}: tokenizer.ggml.tokens has {} tokens, more than the {} rows of token_embd.weight", f.path(), toks->size(),
+         c.vocab_size);
+
+  if (f.find_tensor("rope_freqs.weight"))
+    fail("{}: tensor 'rope_freqs.weight' (RoPE frequency factors, as Llama 3.1's scaling) is not supported", f.path());
+  c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.o_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  const bool relu2_models = arch == GgufArch::kBitNetB158 || arch == GgufArch::kBitNet25;
+  const std::string act = f.find_string(p + "hidden_activation").value_or(relu2_models ? "relu2" : "silu");
+  if (act == "relu2") c.hidden_act = Activation::kRelu2;
+  else if (act == "silu" || act == "swish") c.hidden_act = Activation::kSilu;
+  else fail("{}: {}hidden_activation '{}' is not supported (supported: relu2, silu)", f.path(), p, act);
+  c.sub_norms = c.arch == Arch::kBitNet;
+  c.bitnet_quant = c.arch == Arch::kBitNet;
+  c.bitnet_scale_mode = BitNetScaleMode::kMultiply;  // GGUF holds the effective weights: W = ternary x scale
+
+  c.bos_token_id = token_key(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
+  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    const auto id = token_key(f, k, c.vocab_size);
+    if (id && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), *id) == c.eos_token_ids.end())
+      c.eos_token_ids.push_back(*id);
+  }
+  return c;
+}
+
+namespace {
+
+// Undoes llama.cpp's permute() of llama q/k rows: within each head of d rows, Hugging Face row h * d/2 + i (half h,
+// i < d/2) was written as row 2 i + h.
+void unpermute_heads(std::vector<float>& w, int64_t rows, int64_t cols, int heads) {
+  const int64_t d = rows / heads;
+  std::vector<float> out(w.size());
+  for (int64_t hd = 0; hd < heads; ++hd)
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const float* src = &w[static_cast<size_t>((hd * d + 2 * i + half) * cols)];
+        std::copy(src, src + cols, &out[static_cast<size_t>((hd * d + half * d / 2 + i) * cols)]);
+      }
+  w = std::move(out);
+}
+
+class GgufSource final : public WeightSource {
+ public:
+  GgufSource(const GgufFile& f, const ModelConfig& c) : f_(f), llama_(c.arch == Arch::kLlama), heads_(c.num_heads),
+                                                         kv_heads_(c.num_kv_heads) {}
+
+  bool has(const std::string& name) const override { return f_.find_tensor(gguf_tensor_name(name)) != nullptr; }
+
+  std::vector<float> vec(const std::string& name, int64_t n) const override {
+    const GgufTensorInfo& t = get(name, {n});
+    std::vector<float> v = gguf_tensor_to_f32(t, f_.path());
+    fix_rope_rows(name, v, n, 1);
+    return v;
+  }
+
+  std::vector<float> mat(const std::string& name, int64_t rows, int64_t cols) const override {
+    const GgufTensorInfo& t = get(name, {cols, rows});
+    std::vector<float> v = gguf_tensor_to_f32(t, f_.path());
+    fix_rope_rows(name, v, rows, cols);
+    return v;
+  }
+
+  TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const override {
+    TernaryWeight r = ternary_values(prefix, out, in);
+    // An optional one-value tensor <name>.scale multiplies the projection's output (llama.cpp's wq_scale etc.).
+    const std::string scale_name = gguf_tensor_name(prefix + ".scale");
+    if (const GgufTensorInfo* st = f_.find_tensor(scale_name)) {
+      used_.insert(scale_name);
+      const std::vector<float> v = gguf_tensor_to_f32(*st, f_.path());
+      if (v.size() != 1 || !std::isfinite(v[0]))
+        fail("{}: tensor '{}' must hold one finite value, has ne {}", f_.path(), scale_name, st->ne_str());
+      r.scale *= v[0];
+      for (float& g : r.group_scales) g *= v[0];
+    }
+    return r;
+  }
+
+  /// Tensors of the file that no getter asked for.
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    for (const GgufTensorInfo& t : f_.tensors())
+      if (!used_.count(t.name)) out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  TernaryWeight ternary_values(const std::string& prefix, int64_t out, int64_t in) const {
+    const GgufTensorInfo& t = get(prefix + ".weight", {in, out});
+    TernaryWeight r;
+    if (!gguf_type_is_ternary(t.type)) return from_float(gguf_tensor_to_f32(t, f_.path()));
+    GgufTernary g = gguf_tensor_to_ternary(t, f_.path());
+    r.w = std::move(g.values);
+    // One scale when every block that holds a non-zero weight has the same one (the BitNet case: upstream's d is the
+    // block's max |w|, which is the tensor scale); else a scale per row and group of 128 (TQ blocks are 256 weights
+    // of one row, since ne[0] is a multiple of 256).
+    std::optional<float> uniform;
+    bool mixed = false;
+    for (size_t b = 0; b < g.scales.size() && !mixed; ++b) {
+      const int8_t* v = r.w.data() + b * static_cast<size_t>(g.block);
+      if (std::all_of(v, v + g.block, [](int8_t x) { return x == 0; })) continue;
+      if (!uniform) uniform = g.scales[b];
+      mixed = g.scales[b] != *uniform;
+    }
+    r.scale = uniform.value_or(1.0f);
+    if (mixed) {
+      const int64_t groups = (in + kTernaryGroupK - 1) / kTernaryGroupK;
+      r.group_scales.resize(static_cast<size_t>(out * groups));
+      for (size_t i = 0; i < r.group_scales.size(); ++i) {
+        const int64_t row = static_cast<int64_t>(i) / groups, col = static_cast<int64_t>(i) % groups * kTernaryGroupK;
+        r.group_scales[i] = g.scales[static_cast<size_t>((row * in + col) / g.block)];
+      }
+    }
+    return r;
+  }
+
+  // The tensor behind a Hugging Face name, with ne checked (GGUF order: the Hugging Face shape reversed).
+  const GgufTensorInfo& get(const std::string& hf, const std::vector<int64_t>& ne) const {
+    const std::string name = gguf_tensor_name(hf);
+    const GgufTensorInfo& t = f_.tensor(name);
+    used_.insert(name);
+    if (t.ne != ne) {
+      GgufTensorInfo want;
+      want.ne = ne;
+      fail("{}: tensor '{}' has ne {}, expected {} (GGUF order: in, out)", f_.path(), name, t.ne_str(), want.ne_str());
+    }
+    return t;
+  }
+
+  // Ternary x one magnitude m (bitnet.cpp / llama.cpp F16 and F32 BitNet files): exact; else BitNet's absmean rule.
+  static TernaryWeight from_float(const std::vector<float>& f) {
+    float m = 0;
+    for (float v : f) {
+      if (v == 0.0f) continue;
+      if (m == 0.0f) m = std::fabs(v);
+      if (std::fabs(v) != m) return ternary_absmean_b158(f);
+    }
+    TernaryWeight r;
+    r.w.resize(f.size());
+    for (size_t i = 0; i < f.size(); ++i) r.w[i] = static_cast<int8_t>(f[i] > 0 ? 1 : f[i] < 0 ? -1 : 0);
+    r.scale = m == 0.0f ? 1.0f : m;
+    return r;
+  }
+
+  void fix_rope_rows(const std::string& hf, std::vector<float>& v, int64_t rows, int64_t cols) const {
+    if (!llama_) return;
+    if (hf.find(".self_attn.q_proj.") != std::string::npos) unpermute_heads(v, rows, cols, heads_);
+    else if (hf.find(".self_attn.k_proj.") != std::string::npos) unpermute_heads(v, rows, cols, kv_heads_);
+  }
+
+  const GgufFile& f_;
+  bool llama_;
+  int heads_, kv_heads_;
+  mutable std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, const LoadOptions& opts) {
+  const GgufFile f = GgufFile::open(path);
+  ModelConfig c = gguf_model_config(f);
+  const GgufSource source(f, c);
+  const std::string arch = c.arch_name;
+  auto model = build_transformer(std::move(c), source, opts);
+  // A tensor the model does not use is a feature of the file that tritium would silently drop: refused.
+  if (const auto rest = source.unused(); !rest.empty())
+    fail("{}: tensor '{}' is not part of the {} model tritium builds ({} such tensors; an unsupported feature of "
+         "this file)",
+         path, rest.front(), arch, rest.size());
+  return model;
+}
+
+}  // namespace tritium

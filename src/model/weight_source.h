@@ -1,0 +1,49 @@
+// tritium model: where a checkpoint's tensors come from, asked for by their Hugging Face names, so that one
+// builder (build_transformer) makes the same Transformer — the same fused projections, the same storage formats,
+// the same --quant and --lm-head paths — from a safetensors folder (loader.cpp) and from a GGUF file
+// (gguf_loader.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "model/loader.h"
+#include "model/transformer.h"
+
+namespace tritium {
+
+/// A BitNet projection as ternary values and the scale(s) they are multiplied by.
+struct TernaryWeight {
+  std::vector<int8_t> w;            ///< [out, in], each in {-1, 0, 1}
+  float scale = 1.0f;               ///< multiplier of every output (when group_scales is empty)
+  std::vector<float> group_scales;  ///< else [out, ceil(in / 128)]: a multiplier per row and group of 128 inputs
+};
+
+/// The tensors of one checkpoint. Names are Hugging Face's ("model.layers.0.self_attn.q_proj.weight");
+/// shapes are [rows, cols] as in a Hugging Face Linear. Every getter throws tritium::Error naming the file and the
+/// tensor (as the file names it) when it is missing or has another shape or an unusable type.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  /// A float vector of n values (norm weights, biases).
+  virtual std::vector<float> vec(const std::string& name, int64_t n) const = 0;
+  /// A float matrix [rows, cols], row-major.
+  virtual std::vector<float> mat(const std::string& name, int64_t rows, int64_t cols) const = 0;
+  /// The BitNet projection `prefix` (e.g. "model.layers.0.mlp.up_proj") [out, in] as ternary values and scale.
+  virtual TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const = 0;
+};
+
+/// BitNet b1.58's absmean rule for full-precision weights: scale = max(mean |W|, 1e-5), w = clamp(round(W / scale),
+/// -1, 1) (round half to even).
+TernaryWeight ternary_absmean_b158(const std::vector<float>& f);
+
+/// Builds the Transformer of config `c` from `ws` (options already validated by load_transformer): projections
+/// fused (q|k|v, gate|up), ternary ones packed in opts.ternary_format, float ones kept in float32 or quantized by
+/// opts.quant; the head tied to the embeddings when c.tie_word_embeddings or lm_head.weight is absent.
+std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource& ws, const LoadOptions& opts);
+
+}  // namespace tritium
