@@ -1,7 +1,7 @@
 // libFuzzer target: chat templates (template/: the Jinja subset) on arbitrary source text, parsed and rendered
 // with a conversation that has a system prompt, two turns, a tool call and tools. The only acceptable failure is a
 // tritium::Error (a template error, raise_exception, or a render budget); a crash, a hang or a huge allocation is
-// a bug. Seeds: tests/fuzz/template/.
+// a bug. Seeds: tests/fuzz/chat_template/.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing, then
 // parse_request for /v1/completions and /v1/chat/completions (the bundled model's tokenizer and chat template)
 // and the engine requests built from it; also /tokenize and /detokenize. Acceptable failures: a JSON parse error
-// and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai/.
+// and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai_request/.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

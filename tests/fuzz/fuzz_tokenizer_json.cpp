@@ -1,6 +1,6 @@
 // libFuzzer target: tokenizer.json loading (tokenizer/) on arbitrary bytes, then encoding and decoding a fixed
 // text with whatever tokenizer was accepted (normalizers, pre-tokenizer regexes, BPE merges, added tokens,
-// post-processors, decoders). The only acceptable failure is a tritium::Error. Seeds: tests/fuzz/tokenizer/.
+// post-processors, decoders). The only acceptable failure is a tritium::Error. Seeds: tests/fuzz/tokenizer_json/.
 #include <cstddef>
 #include <cstdint>
 
