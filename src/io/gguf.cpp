@@ -129,7 +129,7 @@ std::optional<std::string_view> GgufValue::to_string() const {
 
 namespace {
 
-// Decodes one numeric scalar of type t at p (little-endian, maybe unaligned) into v.
+// A T read at p (little-endian, maybe unaligned).
 template <typename T>
 T load(const uint8_t* p) {
   T v;
