@@ -109,20 +109,6 @@ class GgufWriter {
   std::vector<Tensor> tensors_;
 };
 
-/// Logits float32 [T, vocab] of every position of `ids` (one prefill into a fresh KV cache).
-inline std::vector<float> prompt_logits(Backend& be, const std::vector<int32_t>& ids) {
-  const auto& c = be.model().config();
-  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(ids.size() + 15) / 16};
-  KvCache cache(spec);
-  BlockAllocator alloc(spec.num_blocks);
-  BlockTable bt;
-  EXPECT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
-  BatchChunk ch{ids, 0, bt.blocks, true};
-  std::vector<float> logits;
-  be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  return logits;
-}
-
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};

@@ -1,6 +1,8 @@
 // Shared helpers for the test suite: locating test data.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/parallel.h"
+#include "kv/block_allocator.h"
 
 namespace tritium::test {
 
@@ -34,6 +37,20 @@ struct OneThread {
   OneThread() { set_num_threads(1); }
   ~OneThread() { set_num_threads(saved); }
 };
+
+/// Logits float32 [T, vocab] of every position of `ids` (one prefill into a fresh KV cache).
+inline std::vector<float> prompt_logits(Backend& be, const std::vector<int32_t>& ids) {
+  const auto& c = be.model().config();
+  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(ids.size() + 15) / 16};
+  KvCache cache(spec);
+  BlockAllocator alloc(spec.num_blocks);
+  BlockTable bt;
+  EXPECT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
+  BatchChunk ch{ids, 0, bt.blocks, true};
+  std::vector<float> logits;
+  be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+  return logits;
+}
 
 /// The CPU backend of `m`, which it keeps alive.
 inline std::shared_ptr<Backend> cpu_backend(std::shared_ptr<const Transformer> m) {

@@ -31,14 +31,7 @@ void check_logits(const GoldenCase& gc, float max_tol, float mean_tol, bool cuda
   const int V = model->model().vocab_size();
   for (size_t i = 0; i < golden["prompts"].size(); ++i) {
     std::vector<int32_t> ids = golden["prompts"][i]["input_ids"].get<std::vector<int32_t>>();
-    KvCacheSpec spec{model->model().config().num_layers, model->model().config().num_kv_heads, model->model().config().head_dim, 16, 64};
-    KvCache cache(spec);
-    BlockAllocator alloc(spec.num_blocks);
-    BlockTable bt;
-    ASSERT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
-    BatchChunk ch{ids, 0, bt.blocks, true};
-    std::vector<float> logits;
-    model->forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
+    const std::vector<float> logits = test::prompt_logits(*model, ids);
     const TensorView& t = ref->get("logits_" + std::to_string(i));
     ASSERT_EQ(t.shape, (std::vector<int64_t>{static_cast<int64_t>(ids.size()), V}));
     std::vector<float> g = tensor_to_f32(t);

@@ -39,18 +39,10 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
-// Logits of every position of `ids` (one prefill).
+// Logits of every position of `ids` (one prefill on the CPU).
 std::vector<float> all_logits(const Transformer& m, const std::vector<int32_t>& ids) {
-  const auto& c = m.config();
-  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(ids.size() + 15) / 16};
-  KvCache cache(spec);
-  BlockAllocator alloc(spec.num_blocks);
-  BlockTable bt;
-  EXPECT_TRUE(bt.reserve(alloc, static_cast<int64_t>(ids.size()), spec.block_size));
-  BatchChunk ch{ids, 0, bt.blocks, true};
-  std::vector<float> logits;
-  CpuBackend(m).forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-  return logits;
+  CpuBackend be(m);
+  return test::prompt_logits(be, ids);
 }
 
 // Greedy continuation (prefill, then one token per step).
