@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "tokenizer/utf8.h"
+
 namespace tritium::server {
 
 using nlohmann::json;
@@ -312,19 +314,6 @@ EngineRequest make_engine_request(const ParsedRequest& r, size_t prompt_index, i
 
 namespace {
 
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + static_cast<size_t>(n) > s.size()) return false;
-    for (int k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0xC0) != 0x80) return false;
-    i += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // Characters a token's bytes start (its non-continuation bytes): summed over a text's tokens, the text's length
 // in code points, also when a character spans tokens.
 size_t char_starts(const std::string& bytes) {
@@ -343,7 +332,7 @@ json bytes_json(const std::string& s) {
 
 std::string token_repr(const Tokenizer& tok, int32_t id) {
   const std::string b = tok.decode_bytes({id}, false);
-  if (valid_utf8(b)) return b;
+  if (utf8::find_invalid(b) == std::string_view::npos) return b;
   std::string out = "bytes:";
   for (unsigned char c : b) out += fmt::format("\\x{:02x}", c);
   return out;
