@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(build-essential cmake ninja-build ccache pkg-config python3
-      nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libspdlog-dev
+      nlohmann-json3-dev libboost-dev libcpp-httplib-dev libpcre2-dev libicu-dev libcli11-dev libfmt-dev libspdlog-dev
       libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev
       gnuplot-nox valgrind
       clang-14 libfuzzer-14-dev  # scripts/fuzz.sh (libFuzzer targets)

@@ -69,6 +69,23 @@ for suite in "$@"; do
         --temp 0 > "$OUT/tp$tp.txt" 2> "$OUT/tp$tp.err"; say "generate tp=$tp rc=$? $(tail -1 "$OUT/tp$tp.err")"
     done
     cmp -s "$OUT/tp1.txt" "$OUT/tp2.txt" && say "greedy TP=1 vs TP=2: identical" || say "greedy TP=1 vs TP=2: DIFFER"
+    # A worker that hangs (SIGSTOP) mid-serving: the leader must answer with an error within TRITIUM_TP_TIMEOUT
+    # instead of hanging, and keep answering /health.
+    TRITIUM_TP_TIMEOUT=5 "$TR" serve -m $SYN --device cuda --tensor-parallel 2 --port 8322 > "$OUT/tp_dead.log" 2>&1 &
+    SP=$!
+    for i in $(seq 1 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8322/health')" 2>/dev/null && break; sleep 1; done
+    q() { python3 -c "import json,sys,time,urllib.request as u
+t=time.time()
+try:
+  r=u.urlopen(u.Request('http://127.0.0.1:8322/v1/completions',json.dumps({'prompt':'Hello','max_tokens':8}).encode(),{'Content-Type':'application/json'}),timeout=60); print(r.status, end=' ')
+except Exception as e: print(getattr(e,'code','no answer'), end=' ')
+print(f'{time.time()-t:.1f} s')"; }
+    say "tp dead worker: before: $(q)"
+    W=$(pgrep -P $SP | head -1); kill -STOP "$W"
+    say "tp dead worker: worker $W stopped, request: $(q) (want 500 within ~5 s)"
+    say "tp dead worker: /health $(python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8322/health',timeout=5).status)" 2>&1 | tail -1)"
+    kill -CONT "$W"; kill -TERM $SP; sleep 3; kill -KILL $SP "$W" 2>/dev/null
+    grep -m2 "did not complete\|NCCL error" "$OUT/tp_dead.log" | tee -a "$S"
     ;;
   *) say "unknown suite '$suite' (test, kernels, e2e, serve, tp)" ;;
   esac

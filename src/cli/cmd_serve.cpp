@@ -7,12 +7,13 @@
 #include <thread>
 
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
 #include "model/model_files.h"
-#include "server/http_server.h"
+#include "server/openai_server.h"
 
 namespace tritium::cli {
 namespace {
@@ -35,7 +36,23 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   std::string max_body = "4MiB";
   int64_t max_pending = 4096;
+  int max_connections = 1000;
+  int http_threads = 4;
+  double keep_alive_timeout = 5;
+  double header_timeout = 10;
+  double shutdown_timeout = 30;
 };
+
+std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+/// Each connection is a file descriptor: lift the soft limit to the hard one so that --max-connections holds.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
 
 /// "123", "64KiB", "512MiB", "2GiB", "1.5G" -> bytes. Throws tritium::Error on anything else.
 size_t parse_bytes(const std::string& s, const char* opt) {
@@ -99,15 +116,21 @@ int run(const ServeArgs& a) {
     fmt::print(stderr, "warning: no chat template ({}); /v1/chat/completions will answer 400\n", e.what());
   }
   server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = a.port;
+  sc.http.host = a.host;
+  sc.http.port = a.port;
+  sc.http.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
+  sc.http.max_connections = a.max_connections;
+  sc.http.io_threads = a.http_threads;
+  sc.http.keep_alive_timeout = seconds(a.keep_alive_timeout);
+  sc.http.header_timeout = seconds(a.header_timeout);
+  raise_fd_limit();
   sc.api_key = a.api_key;
   sc.allowed_origins = a.allowed_origins;
   sc.model_name = a.served_model_name.empty() ? server::default_model_id(lm.dir) : a.served_model_name;
-  sc.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
   server::OpenAIServer srv(engine, *lm.tokenizer, chat, sc);
   const int port = srv.bind();
   engine.start();
+  srv.start();
   fmt::print(stderr, "serving {} on http://{}:{} (model loaded in {:.2f} s; endpoints /v1/completions "
                      "/v1/chat/completions /v1/models /health /metrics)\n",
              sc.model_name, a.host, port, lm.load_seconds);
@@ -116,7 +139,7 @@ int run(const ServeArgs& a) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fmt::print(stderr, "received signal {}: no new requests; finishing {} in flight\n", sig, engine.num_unfinished());
-    srv.shutdown();
+    srv.shutdown(seconds(a.shutdown_timeout));
   });
   srv.serve();
   sig_thread.join();
@@ -151,6 +174,16 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching, "disable automatic prefix caching");
   sub->add_option("--max-body-size", a->max_body, "largest request body (default 4MiB; larger -> 413)");
   sub->add_option("--max-pending", a->max_pending, "requests in flight at most (more -> 429)")->check(CLI::Range(1, 1 << 30));
+  sub->add_option("--max-connections", a->max_connections, "open HTTP connections at most (more -> 503; default 1000)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--http-threads", a->http_threads, "threads of the HTTP event loop (default 4)")->check(CLI::Range(1, 256));
+  sub->add_option("--keep-alive-timeout", a->keep_alive_timeout, "seconds an idle connection is kept (default 5)")
+      ->check(CLI::Range(0.01, 86400.0));
+  sub->add_option("--header-timeout", a->header_timeout, "seconds a client has to send a request's header (default 10)")
+      ->check(CLI::Range(0.01, 3600.0));
+  sub->add_option("--shutdown-timeout", a->shutdown_timeout,
+                  "on SIGTERM/SIGINT: seconds in-flight requests may take to finish before they are aborted (default 30)")
+      ->check(CLI::Range(0.0, 86400.0));
   runners()[sub] = [a] { return run(*a); };
 });
 

@@ -26,6 +26,14 @@ int tp_rank() { return get_int("TRITIUM_TP_RANK"); }
 int tp_world() { return get_int("TRITIUM_TP_WORLD"); }
 std::string tp_nccl_id() { return get("TRITIUM_TP_NCCL_ID"); }
 
+double tp_timeout_seconds() {
+  const std::string v = get("TRITIUM_TP_TIMEOUT");
+  if (v.empty()) return 300;
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  return end != v.c_str() && s > 0 ? s : 300;
+}
+
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (!get(v).empty()) return true;

@@ -21,6 +21,9 @@ std::string eval_data();
 int tp_rank();
 int tp_world();
 std::string tp_nccl_id();
+/// TRITIUM_TP_TIMEOUT: seconds a tensor-parallel collective waits for the other ranks before the group is aborted
+/// (a worker died or hangs); default 300.
+double tp_timeout_seconds();
 /// Whether this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set).
 bool launched_by_mpi();
 

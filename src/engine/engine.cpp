@@ -15,8 +15,30 @@ void RequestHandle::push(RequestOutput o) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     q_.push_back(std::move(o));
+    if (notify_) notify_();
   }
   cv_.notify_all();
+}
+
+void RequestHandle::set_notify(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lk(mu_);
+  notify_ = std::move(fn);
+  if (notify_ && !q_.empty()) notify_();
+}
+
+void append_output(RequestOutput& all, RequestOutput&& ev) {
+  all.text += ev.text;
+  all.token_ids.insert(all.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+  for (auto& l : ev.logprobs) all.logprobs.push_back(std::move(l));
+  for (auto& l : ev.prompt_logprobs) all.prompt_logprobs.push_back(std::move(l));
+  if (ev.finished) {
+    all.finished = true;
+    all.finish_reason = std::move(ev.finish_reason);
+    all.error = std::move(ev.error);
+    all.prompt_tokens = ev.prompt_tokens;
+    all.completion_tokens = ev.completion_tokens;
+    all.cached_tokens = ev.cached_tokens;
+  }
 }
 
 bool RequestHandle::next(RequestOutput& out, std::chrono::milliseconds timeout) {
@@ -31,19 +53,9 @@ RequestOutput RequestHandle::wait_all() {
   RequestOutput all, ev;
   while (true) {
     if (!next(ev, std::chrono::milliseconds(1000))) continue;
-    all.text += ev.text;
-    all.token_ids.insert(all.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-    for (auto& l : ev.logprobs) all.logprobs.push_back(std::move(l));
-    for (auto& l : ev.prompt_logprobs) all.prompt_logprobs.push_back(std::move(l));
-    if (ev.finished) {
-      all.finished = true;
-      all.finish_reason = ev.finish_reason;
-      all.error = ev.error;
-      all.prompt_tokens = ev.prompt_tokens;
-      all.completion_tokens = ev.completion_tokens;
-      all.cached_tokens = ev.cached_tokens;
-      return all;
-    }
+    const bool last = ev.finished;
+    append_output(all, std::move(ev));
+    if (last) return all;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,13 +95,21 @@ class RequestHandle {
   /// reason and usage.
   RequestOutput wait_all();
   void push(RequestOutput o);
+  /// Calls fn (on the engine's thread, under the handle's lock: it must only post work elsewhere) after every
+  /// push, and once now when events are already waiting. nullptr clears it; after set_notify returns, the old
+  /// function is not running and is not called again. For event-driven readers (the HTTP server).
+  void set_notify(std::function<void()> fn);
 
  private:
   uint64_t id_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> q_;
+  std::function<void()> notify_;
 };
+
+/// Appends event `ev` of a request to `all` (text, tokens, logprobs; the final reason and usage when finished).
+void append_output(RequestOutput& all, RequestOutput&& ev);
 
 /// A rejected request, with the kind that decides the HTTP status.
 class RequestError : public Error {

@@ -1,6 +1,11 @@
 #include "parallel/mpi_comm.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "core/env.h"
@@ -28,6 +33,29 @@ void check_mpi(int rc, const char* what) {
 
 void finalize_at_exit() { mpi_finalize(); }
 
+// Waits for a non-blocking collective. A rank that died or hangs would block a blocking collective forever (and
+// the whole group with it): past TRITIUM_TP_TIMEOUT the group is aborted with a message naming the collective.
+// Polls without sleeping for the first ~100 us (a healthy collective is done by then), then every 20 us.
+void wait_collective(MPI_Request& req, const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  const double limit = env::tp_timeout_seconds();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (polls < 1000) continue;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
+      int rank = -1;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      std::fprintf(stderr, "%s", fmt::format("tritium: tensor parallel: rank {}: {} did not complete within {:g} s "
+                                             "(TRITIUM_TP_TIMEOUT): a rank died or hangs; aborting the group\n",
+                                             rank, what, limit).c_str());
+      MPI_Abort(MPI_COMM_WORLD, 70);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MpiWorld w) : w_(w) {}
@@ -45,9 +73,11 @@ class MpiCommunicator final : public Communicator {
   }
   void all_gather(const float* send, int64_t n, float* recv) override {
     TRITIUM_CHECK(n >= 0 && n <= INT32_MAX, "MPI all_gather: {} elements per rank exceed MPI's int count", n);
-    check_mpi(MPI_Allgather(send, static_cast<int>(n), MPI_FLOAT, recv, static_cast<int>(n), MPI_FLOAT,
-                            MPI_COMM_WORLD),
-              "MPI_Allgather");
+    MPI_Request req;
+    check_mpi(MPI_Iallgather(send, static_cast<int>(n), MPI_FLOAT, recv, static_cast<int>(n), MPI_FLOAT,
+                             MPI_COMM_WORLD, &req),
+              "MPI_Iallgather");
+    wait_collective(req, "MPI_Allgather");
   }
 
  private:
@@ -91,10 +121,15 @@ void mpi_finalize() {
 void mpi_broadcast_string(std::string& s, int root) {
   mpi_init();
   int64_t len = static_cast<int64_t>(s.size());
-  check_mpi(MPI_Bcast(&len, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "MPI_Bcast (length)");
+  MPI_Request req;
+  check_mpi(MPI_Ibcast(&len, 1, MPI_INT64_T, root, MPI_COMM_WORLD, &req), "MPI_Ibcast (length)");
+  wait_collective(req, "MPI_Bcast (length)");
   TRITIUM_CHECK(len >= 0 && len <= INT32_MAX, "MPI broadcast: bad length {}", len);
   s.resize(static_cast<size_t>(len));
-  if (len > 0) check_mpi(MPI_Bcast(s.data(), static_cast<int>(len), MPI_CHAR, root, MPI_COMM_WORLD), "MPI_Bcast");
+  if (len > 0) {
+    check_mpi(MPI_Ibcast(s.data(), static_cast<int>(len), MPI_CHAR, root, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+    wait_collective(req, "MPI_Bcast");
+  }
 }
 
 std::shared_ptr<Communicator> make_mpi_communicator() { return std::make_shared<MpiCommunicator>(mpi_init()); }

@@ -8,7 +8,11 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <thread>
+
+#include "core/env.h"
 
 #include "kernels/cuda/kernels.h"
 
@@ -26,6 +30,7 @@ struct NcclApi {
   ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*GetVersion)(int*) = nullptr;
+  ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
 };
 
 const NcclApi& api() {
@@ -54,6 +59,7 @@ const NcclApi& api() {
     a.AllGather = reinterpret_cast<decltype(a.AllGather)>(sym("ncclAllGather"));
     a.Broadcast = reinterpret_cast<decltype(a.Broadcast)>(sym("ncclBroadcast"));
     a.GetVersion = reinterpret_cast<decltype(a.GetVersion)>(sym("ncclGetVersion"));
+    a.CommGetAsyncError = reinterpret_cast<decltype(a.CommGetAsyncError)>(sym("ncclCommGetAsyncError"));
   });
   if (!error.empty()) fail("{}", error);
   return a;
@@ -106,18 +112,51 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::all_reduce_sum(float* data, size_t n, void* stream) {
+  TRITIUM_CHECK(comm_, "tensor parallel: the NCCL group was aborted");
   check_nccl(api().AllReduce(data, data, n, ncclFloat32, ncclSum, static_cast<ncclComm_t>(comm_),
                              static_cast<cudaStream_t>(stream)),
              "ncclAllReduce");
 }
 
 void NcclComm::all_gather(const void* send, size_t bytes, void* recv, void* stream) {
+  TRITIUM_CHECK(comm_, "tensor parallel: the NCCL group was aborted");
   check_nccl(api().AllGather(send, recv, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
                              static_cast<cudaStream_t>(stream)),
              "ncclAllGather");
 }
 
+// Polls the stream rather than blocking in cudaStreamSynchronize: a peer that died or hangs would block it
+// forever. Spins for the first ~200 us (a healthy step's collectives are done by then), then sleeps 20 us per poll.
+void NcclComm::wait(void* stream, const char* what, double timeout_s) {
+  auto s = static_cast<cudaStream_t>(stream);
+  auto c = static_cast<ncclComm_t>(comm_);
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) cuda::check(q, what);
+    if (polls < 2000) continue;
+    ncclResult_t async = ncclSuccess;
+    if (api().CommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      if (api().CommAbort) api().CommAbort(c);
+      comm_ = nullptr;
+      fail("tensor parallel: rank {}: NCCL error during {}: {}; the group is aborted", rank_, what,
+           api().GetErrorString(async));
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s > 0 && waited > timeout_s) {
+      if (api().CommAbort) api().CommAbort(c);
+      comm_ = nullptr;
+      fail("tensor parallel: rank {}: {} did not complete within {:g} s (TRITIUM_TP_TIMEOUT): a rank died or hangs; "
+           "the group is aborted",
+           rank_, what, timeout_s);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void NcclComm::broadcast_host(int32_t* data, size_t n, int root) {
+  TRITIUM_CHECK(comm_, "tensor parallel: the NCCL group was aborted");
   cuda::check(cudaSetDevice(device_), "cudaSetDevice");
   auto s = static_cast<cudaStream_t>(stream_);
   if (n > staging_cap_) {
@@ -131,7 +170,9 @@ void NcclComm::broadcast_host(int32_t* data, size_t n, int root) {
              "ncclBroadcast");
   if (rank_ != root)
     cuda::check(cudaMemcpyAsync(data, staging_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
-  cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (broadcast)");
+  // The root bounds its wait; the other ranks wait for the root's next message as long as it takes (an idle
+  // server), still stopping on an NCCL error.
+  wait(s, "ncclBroadcast", rank_ == root ? env::tp_timeout_seconds() : 0);
 }
 
 }  // namespace tritium
@@ -151,7 +192,38 @@ NcclComm::NcclComm(const std::string&, int, int, int) { no_nccl(); }
 NcclComm::~NcclComm() = default;
 void NcclComm::all_reduce_sum(float*, size_t, void*) { no_nccl(); }
 void NcclComm::all_gather(const void*, size_t, void*, void*) { no_nccl(); }
+// Polls the stream rather than blocking in cudaStreamSynchronize: a peer that died or hangs would block it
+// forever. Spins for the first ~200 us (a healthy step's collectives are done by then), then sleeps 20 us per poll.
+void NcclComm::wait(void* stream, const char* what, double timeout_s) {
+  auto s = static_cast<cudaStream_t>(stream);
+  auto c = static_cast<ncclComm_t>(comm_);
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) cuda::check(q, what);
+    if (polls < 2000) continue;
+    ncclResult_t async = ncclSuccess;
+    if (api().CommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      if (api().CommAbort) api().CommAbort(c);
+      comm_ = nullptr;
+      fail("tensor parallel: rank {}: NCCL error during {}: {}; the group is aborted", rank_, what,
+           api().GetErrorString(async));
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s > 0 && waited > timeout_s) {
+      if (api().CommAbort) api().CommAbort(c);
+      comm_ = nullptr;
+      fail("tensor parallel: rank {}: {} did not complete within {:g} s (TRITIUM_TP_TIMEOUT): a rank died or hangs; "
+           "the group is aborted",
+           rank_, what, timeout_s);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void NcclComm::broadcast_host(int32_t*, size_t, int) { no_nccl(); }
+void NcclComm::wait(void*, const char*, double) { no_nccl(); }
 
 }  // namespace tritium
 #endif

@@ -32,7 +32,13 @@ class NcclComm {
   /// recv [world * bytes] = every rank's send [bytes], in rank order, on `stream`.
   void all_gather(const void* send, size_t bytes, void* recv, void* stream);
   /// Broadcasts int32 [n] host data from `root` (blocking; through a device staging buffer on an own stream).
+  /// The root waits at most TRITIUM_TP_TIMEOUT seconds (see wait()).
   void broadcast_host(int32_t* data, size_t n, int root);
+  /// Blocks until the work queued on `stream` (a cudaStream_t) has finished. Throws tritium::Error, after
+  /// aborting the communicator (ncclCommAbort; later collectives then throw too), when NCCL reports an
+  /// asynchronous error (ncclCommGetAsyncError) or when it takes longer than timeout_s (<= 0: no limit): a rank
+  /// that died or hangs never leaves the others waiting forever.
+  void wait(void* stream, const char* what, double timeout_s);
 
  private:
   void* comm_ = nullptr;     // ncclComm_t

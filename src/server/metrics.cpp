@@ -1,7 +1,7 @@
 // Prometheus text exposition of the engine's metrics (vLLM's names, prefix "tritium:").
 #include <fmt/format.h>
 
-#include "server/http_server.h"
+#include "server/metrics.h"
 
 namespace tritium::server {
 

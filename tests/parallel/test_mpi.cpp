@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "core/parallel.h"
@@ -129,3 +130,17 @@ TEST(MpiTensorParallel, TinyQwen2ShardPerProcess) {
 }
 
 }  // namespace
+
+// A rank that hangs must not hang the group: with TRITIUM_TP_TIMEOUT=2 rank 0's all_gather gives up after ~2 s,
+// prints which collective timed out and aborts the job (CTest `mpi_dead_worker` checks the message and that
+// mpirun ends well within its timeout). Runs only when TRITIUM_TEST_DEAD_WORKER is set: it ends the MPI job.
+TEST(MpiDeadWorker, LeaderAbortsInsteadOfHanging) {
+  if (!std::getenv("TRITIUM_TEST_DEAD_WORKER")) GTEST_SKIP() << "TRITIUM_TEST_DEAD_WORKER not set";
+  REQUIRE_MPI_WORLD_OF_2();
+  auto comm = make_mpi_communicator();
+  std::vector<float> mine(8, 1.0f), all(16);
+  comm->all_gather(mine.data(), 8, all.data());  // both ranks healthy
+  if (mw.rank == 1) std::this_thread::sleep_for(std::chrono::seconds(120));  // hangs
+  comm->all_gather(mine.data(), 8, all.data());  // rank 0 aborts here
+  ADD_FAILURE() << "the all_gather with a hanging rank returned";
+}

@@ -1,6 +1,7 @@
 // The HTTP server in-process on 127.0.0.1 (ephemeral port): status codes and error JSON, streaming, chat BOS,
 // metrics, client disconnects freeing KV blocks, and graceful shutdown.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,53 +13,15 @@
 
 #include "core/parallel.h"
 #include "model/loader.h"
-#include "server/http_server.h"
+#include "server/openai_server.h"
 #include "test_util.h"
+#include "server/server_fixture.h"
 
 using namespace tritium;
 using nlohmann::json;
+using tritium::test::Fixture;
 
 namespace {
-
-struct Fixture {
-  std::unique_ptr<Transformer> model;
-  std::shared_ptr<Backend> be;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<server::OpenAIServer> srv;
-  int saved_threads = num_threads();
-
-  explicit Fixture(const std::string& api_key = "") {
-    std::signal(SIGPIPE, SIG_IGN);
-    set_num_threads(1);
-    model = load_transformer(test::bundled_model());
-    be = std::make_shared<CpuBackend>(*model);
-    tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
-    EngineConfig ec;
-    ec.num_blocks = 512;
-    ec.max_num_seqs = 32;
-    engine = std::make_unique<Engine>(*be, *tok, ec);
-    engine->start();
-    server::ServerConfig sc;
-    sc.port = 0;
-    sc.api_key = api_key;
-    sc.model_name = "tiny-bitnet";
-    sc.max_body_bytes = 64 * 1024;
-    srv = std::make_unique<server::OpenAIServer>(*engine, *tok, load_chat_template(test::bundled_model()), sc);
-    srv->start();
-  }
-  ~Fixture() {
-    srv->shutdown(std::chrono::seconds(5));
-    srv.reset();
-    engine->stop();
-    set_num_threads(saved_threads);
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", srv->port());
-    c.set_read_timeout(60);
-    return c;
-  }
-};
 
 json post_json(httplib::Client& c, const std::string& path, const json& body, int* status,
                const httplib::Headers& h = {}) {
@@ -561,7 +524,7 @@ TEST(OpenAiApi, CorsForAllowedOrigins) {
   EXPECT_EQ(r->status, 204);
   EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));  // no origins configured
   server::ServerConfig sc;
-  sc.port = 0;
+  sc.http.port = 0;
   sc.model_name = "tiny-bitnet";
   sc.allowed_origins = {"https://app.example"};
   server::OpenAIServer cors(*f.engine, *f.tok, std::nullopt, sc);

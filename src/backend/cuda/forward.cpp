@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "core/env.h"
 #include "parallel/nccl_comm.h"
 
 namespace tritium::cuda_detail {
@@ -34,6 +35,9 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   } else {
     run_body(M, S, O, kv);
   }
+  // Tensor parallel: a bounded wait that aborts the group when a rank died or hangs (NcclComm::wait), before the
+  // copy to pageable memory (which would block on a stuck stream).
+  if (opts_.tp_comm) opts_.tp_comm->wait(stream_, "the forward's collectives", env::tp_timeout_seconds());
   if (opts_.copy_logits) {
     logits.resize(static_cast<size_t>(O) * c_.vocab_size);
     check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),

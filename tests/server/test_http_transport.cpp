@@ -1,0 +1,267 @@
+// The event-driven HTTP transport under clients that misbehave: pipelining, slow and idle connections, the
+// connection cap, disconnects of non-streaming requests, /health under load, and shutdown with idle and slow
+// connections open. Raw sockets, so that the client does exactly what the test says.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "server/http_transport.h"
+#include "server/server_fixture.h"
+
+using namespace tritium;
+using nlohmann::json;
+using tritium::test::Fixture;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/// A blocking TCP client socket on 127.0.0.1.
+class Conn {
+ public:
+  explicit Conn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Conn(const Conn&) = delete;
+  bool ok() const { return ok_; }
+  bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
+  /// Reads until `done(received)` or EOF or the timeout; returns what arrived.
+  std::string read_until(const std::function<bool(const std::string&)>& done, std::chrono::milliseconds timeout) {
+    const auto until = Clock::now() + timeout;
+    char buf[8192];
+    while (!done(got_) && Clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+      if (::poll(&p, 1, std::max(ms, 1)) <= 0) continue;
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        eof_ = true;
+        break;
+      }
+      got_.append(buf, static_cast<size_t>(n));
+    }
+    return got_;
+  }
+  /// True when the server closed the connection within the timeout.
+  bool closed_by_server(std::chrono::milliseconds timeout) {
+    read_until([](const std::string&) { return false; }, timeout);
+    return eof_;
+  }
+  const std::string& received() const { return got_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false, eof_ = false;
+  std::string got_;
+};
+
+std::string post(const std::string& path, const std::string& body, bool close = false) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + (close ? "\r\nConnection: close" : "") + "\r\n\r\n" + body;
+}
+const std::string kHealth = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+/// Milliseconds a fresh connection takes to get its /health answer.
+double health_ms(int port) {
+  const auto t0 = Clock::now();
+  Conn c(port);
+  if (!c.ok() || !c.send(kHealth)) return 1e9;
+  const std::string r = c.read_until([](const std::string& s) { return s.find("\r\n\r\n") != std::string::npos; },
+                                     std::chrono::seconds(30));
+  if (r.rfind("HTTP/1.1 200", 0) != 0) return 1e9;
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The slowest /health answer allowed (a sanitizer build runs several times slower).
+double health_budget_ms() { return test::under_sanitizer() ? 500 : 100; }
+
+}  // namespace
+
+TEST(HttpParser, RequestsLimitsAndPipelining) {
+  server::TransportConfig lim;
+  lim.max_header_bytes = 256;
+  lim.max_body_bytes = 16;
+  auto p = server::parse_http_request(post("/v1/completions", "{\"a\":1}") + kHealth, lim);
+  ASSERT_TRUE(p.complete);
+  EXPECT_EQ(p.request.method, "POST");
+  EXPECT_EQ(p.request.path, "/v1/completions");
+  EXPECT_EQ(p.request.header("content-type"), "application/json");
+  EXPECT_EQ(p.request.body, "{\"a\":1}");
+  EXPECT_EQ(p.consumed, post("/v1/completions", "{\"a\":1}").size());  // the pipelined GET is left
+  // Chunked body, query string.
+  p = server::parse_http_request("POST /tokenize?x=1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", lim);
+  ASSERT_TRUE(p.complete);
+  EXPECT_EQ(p.request.path, "/tokenize");
+  EXPECT_EQ(p.request.target, "/tokenize?x=1");
+  EXPECT_EQ(p.request.body, "abcde");
+  // Incomplete: neither complete nor an error.
+  p = server::parse_http_request("GET /health HTTP/1.1\r\nHost: x\r\n", lim);
+  EXPECT_FALSE(p.complete);
+  EXPECT_EQ(p.error_status, 0);
+  // Limits and garbage.
+  EXPECT_EQ(server::parse_http_request(post("/x", std::string(17, 'a')), lim).error_status, 413);
+  EXPECT_EQ(server::parse_http_request("GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", lim).error_status, 431);
+  EXPECT_EQ(server::parse_http_request("GET / HTTP/1.1\r\nContent-Length: 12x\r\n\r\n", lim).error_status, 400);
+  EXPECT_EQ(server::parse_http_request("\x01\x02 / HTTP/1.1\r\n\r\n", lim).error_status, 400);
+}
+
+// Several requests in one write are all answered, in order, on the same connection.
+TEST(HttpTransport, PipelinedRequestsAreAnsweredInOrder) {
+  Fixture f;
+  Conn c(f.srv->port());
+  ASSERT_TRUE(c.ok());
+  const std::string gen = json{{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}}.dump();
+  ASSERT_TRUE(c.send(post("/v1/completions", gen) + kHealth + post("/tokenize", R"({"prompt":"hi"})") +
+                     "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string r = c.read_until([](const std::string& s) { return s.find("\"object\":\"list\"") != std::string::npos; },
+                                     std::chrono::seconds(60));
+  EXPECT_EQ(count(r, "HTTP/1.1 200 OK"), 4u) << r;
+  const size_t a = r.find("text_completion"), b = r.find("\"tokens\""), d = r.find("\"object\":\"list\"");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, d);
+}
+
+// Clients that trickle their headers (or send none) hold no thread: other requests and /health go on at once,
+// and the header timeout closes the slow ones.
+TEST(HttpTransport, SlowHeaderClientsBlockNobody) {
+  Fixture f("sk-test", [](server::ServerConfig& sc) { sc.http.header_timeout = std::chrono::milliseconds(1500); });
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < 150; ++i) {
+    slow.push_back(std::make_unique<Conn>(f.srv->port()));
+    ASSERT_TRUE(slow.back()->ok());
+    ASSERT_TRUE(slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: 1"));  // never finished
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_LT(health_ms(f.srv->port()), health_budget_ms());
+  httplib::Client c("127.0.0.1", f.srv->port());
+  auto r = c.Post("/v1/completions", {{"Authorization", "Bearer sk-test"}},
+                  json{{"prompt", "Hello"}, {"max_tokens", 4}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Past the header timeout every slow connection has been closed.
+  for (auto& s : slow) EXPECT_TRUE(s->closed_by_server(std::chrono::seconds(5)));
+}
+
+// /health answers fast while many streams are open and generating.
+TEST(HttpTransport, HealthAnswersWhileStreamsRun) {
+  Fixture f;
+  const int streams = test::under_sanitizer() ? 16 : 48;
+  std::vector<std::unique_ptr<Conn>> open;
+  const std::string body =
+      json{{"prompt", "A long tale"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump();
+  for (int i = 0; i < streams; ++i) {
+    open.push_back(std::make_unique<Conn>(f.srv->port()));
+    ASSERT_TRUE(open.back()->send(post("/v1/completions", body)));
+  }
+  for (int i = 0; i < 200 && f.engine->metrics().num_requests_running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    ms.push_back(health_ms(f.srv->port()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(f.engine->metrics().num_requests_running, 0);  // the probes ran while streams were generating
+  for (double m : ms) EXPECT_LT(m, health_budget_ms());
+  open.clear();  // disconnects abort the streams
+  for (int i = 0; i < 500 && f.engine->num_unfinished() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(f.engine->num_unfinished(), 0);
+}
+
+// A non-streaming client that goes away aborts its request at once: its blocks are freed long before the
+// request would have finished.
+TEST(HttpTransport, NonStreamingDisconnectAbortsTheRequest) {
+  Fixture f;
+  {
+    Conn c(f.srv->port());
+    ASSERT_TRUE(c.send(post("/v1/completions",
+                            json{{"prompt", "Story"}, {"max_tokens", f.engine->max_model_len() - 8}, {"ignore_eos", true}}.dump())));
+    for (int i = 0; i < 500 && f.engine->metrics().num_requests_running == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(f.engine->metrics().num_requests_running, 1);
+  }
+  for (int i = 0; i < 500 && f.engine->num_unfinished() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(f.engine->num_unfinished(), 0);
+  EXPECT_EQ(f.engine->metrics().kv_cache_usage_perc, 0.0);
+  const auto m = f.engine->metrics();
+  EXPECT_EQ(m.request_success_total.count("abort") ? m.request_success_total.at("abort") : 0, 1);
+}
+
+// Past --max-connections a new connection gets 503 at once; an idle keep-alive connection is closed after the
+// keep-alive timeout.
+TEST(HttpTransport, ConnectionCapAndKeepAliveTimeout) {
+  Fixture f("", [](server::ServerConfig& sc) {
+    sc.http.max_connections = 8;
+    sc.http.keep_alive_timeout = std::chrono::milliseconds(800);
+  });
+  std::vector<std::unique_ptr<Conn>> held;
+  for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<Conn>(f.srv->port()));
+  for (int i = 0; i < 200 && f.srv->connections() < 8; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Conn extra(f.srv->port());
+  const std::string r = extra.read_until([](const std::string& s) { return s.find("}}") != std::string::npos; },
+                                         std::chrono::seconds(5));
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_NE(r.find("too many connections"), std::string::npos);
+  EXPECT_TRUE(extra.closed_by_server(std::chrono::seconds(2)));
+  for (auto& c : held) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(5)));  // idle past 800 ms
+  held.clear();
+  for (int i = 0; i < 200 && f.srv->connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_LT(health_ms(f.srv->port()), health_budget_ms());
+}
+
+// Shutdown with idle keep-alive and slow-header connections open: the in-flight request finishes, new
+// requests on open connections get 503, and shutdown returns promptly, closing everything.
+TEST(HttpTransport, ShutdownWithIdleAndSlowConnections) {
+  Fixture f("", [](server::ServerConfig& sc) {
+    sc.http.keep_alive_timeout = std::chrono::seconds(600);
+    sc.http.header_timeout = std::chrono::seconds(600);
+  });
+  std::vector<std::unique_ptr<Conn>> idle, slow;
+  for (int i = 0; i < 20; ++i) {
+    idle.push_back(std::make_unique<Conn>(f.srv->port()));
+    ASSERT_TRUE(idle.back()->send(kHealth));  // one request, then kept open
+    idle.back()->read_until([](const std::string& s) { return s.find("\r\n\r\n") != std::string::npos; },
+                            std::chrono::seconds(10));
+  }
+  for (int i = 0; i < 50; ++i) {
+    slow.push_back(std::make_unique<Conn>(f.srv->port()));
+    ASSERT_TRUE(slow.back()->send("GET /health HTTP/1.1\r\nHo"));
+  }
+  Conn running(f.srv->port());
+  ASSERT_TRUE(running.send(post("/v1/completions",
+                                json{{"prompt", "Long story"}, {"max_tokens", 64}, {"ignore_eos", true}}.dump())));
+  for (int i = 0; i < 500 && f.engine->metrics().num_requests_running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto t0 = Clock::now();
+  std::thread stopper([&] { f.srv->shutdown(std::chrono::seconds(20)); });
+  for (int i = 0; i < 200 && !f.srv->draining(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(idle[0]->send(post("/v1/completions", json{{"prompt", "x"}}.dump())));
+  stopper.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_LT(secs, 10.0);
+  const std::string r = running.read_until([](const std::string&) { return false; }, std::chrono::seconds(2));
+  EXPECT_NE(r.find("\"finish_reason\":\"length\""), std::string::npos) << r;
+  for (auto& c : idle) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(2)));
+  EXPECT_NE(idle[0]->received().find("HTTP/1.1 503"), std::string::npos) << idle[0]->received();
+  for (auto& c : slow) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(2)));
+}
