@@ -14,10 +14,23 @@ targets=()
 for src in "$ROOT"/tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 mkdir -p "$BUILD/artifacts"
-for t in "${targets[@]}"; do
-  name=${t#fuzz_}
+# The targets run side by side, JOBS at a time (default: all cores); each one's log is printed when it ends.
+run_one() {
+  local t=$1 name=${1#fuzz_}
   mkdir -p "$BUILD/corpus/$name"
-  echo "fuzz: $t for ${SECS} s"
-  "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="$BUILD/artifacts/$name-" "$BUILD/corpus/$name" "$ROOT/tests/fuzz/$name"
+  if "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+      -artifact_prefix="$BUILD/artifacts/$name-" "$BUILD/corpus/$name" "$ROOT/tests/fuzz/$name" > "$BUILD/$t.log" 2>&1; then
+    echo "fuzz: $t for ${SECS} s: $(grep -E '^Done' "$BUILD/$t.log" | tail -1)"
+  else
+    echo "fuzz: $t FAILED (log below; the input is in $BUILD/artifacts/)"
+    tail -60 "$BUILD/$t.log"
+    return 1
+  fi
+}
+fails=0
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-$(nproc)}" ]; do wait -n || fails=$((fails + 1)); done
+  run_one "$t" &
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || fails=$((fails + 1)); done
+[ "$fails" -eq 0 ] || { echo "fuzz: $fails target(s) failed"; exit 1; }

@@ -25,7 +25,7 @@ std::string find_bundled_tokenizer() {
 }
 
 int run(SynthArgs& a) {
-  a.o.tokenizer_dir = a.tokenizer.empty() ? (a.o.shape == "tiny" ? resolve_model_dir("") : find_bundled_tokenizer())
+  a.o.tokenizer_dir = a.tokenizer.empty() ? (a.o.shape != "bitnet-2b4t" ? resolve_model_dir("") : find_bundled_tokenizer())
                                           : a.tokenizer;
   if (a.o.tokenizer_dir.empty()) fail("synth: no tokenizer found; pass --tokenizer DIR (a folder with tokenizer.json)");
   write_synthetic_bitnet(a.out, a.o);
@@ -39,7 +39,7 @@ int run(SynthArgs& a) {
 TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
   CLI::App* sub = app.add_subcommand("synth", "Write a synthetic BitNet checkpoint with real shapes (benchmarks)");
-  sub->add_option("--shape", a->o.shape, "bitnet-2b4t (microsoft/bitnet-b1.58-2B-4T sizes) or tiny");
+  sub->add_option("--shape", a->o.shape, "bitnet-2b4t (microsoft/bitnet-b1.58-2B-4T sizes), tiny, or micro (a few KiB, for fuzzing seeds)");
   sub->add_option("--zero-density", a->o.zero_density, "fraction of zero ternary weights");
   sub->add_option("--seed", a->o.seed, "random seed");
   sub->add_option("--layers", a->o.num_layers, "decoder layers (default: the shape's)")->check(CLI::Range(1, 1024));

@@ -167,7 +167,7 @@ void Int8Projection::forward(const float* x, int64_t M, float* y, std::span<cons
           wcol[j * N + n] = f16 ? f16_to_f32(w_.f16[i]) : static_cast<float>(w_.q[i]) * w_.scale[n];
         }
       }
-      const auto [b, e] = groups[g];
+      const int64_t b = groups[g].first, e = groups[g].second;
       parallel_for(e - b, 1, [&](int64_t r0, int64_t r1) {
         std::vector<float> part(static_cast<size_t>(N));
         for (int64_t m = b + r0; m < b + r1; ++m) {

@@ -166,7 +166,7 @@ TEST(HttpTransport, SlowHeaderClientsBlockNobody) {
 // /health answers fast while many streams are open and generating.
 TEST(HttpTransport, HealthAnswersWhileStreamsRun) {
   Fixture f;
-  const int streams = test::under_sanitizer() ? 16 : 48;
+  const int streams = test::under_sanitizer() ? 16 : 160;
   std::vector<std::unique_ptr<Conn>> open;
   const std::string body =
       json{{"prompt", "A long tale"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump();
