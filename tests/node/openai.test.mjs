@@ -75,3 +75,25 @@ test('errors: unknown model (404), context overflow (400), bad API key (401)', a
   const bad = new OpenAI({ baseURL: process.env.TRITIUM_URL, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e.status === 401);
 });
+
+// lm-evaluation-harness's `local-completions` loglikelihood request: token-id prompt, echo, logprobs, max_tokens 0.
+// The answer holds the prompt's text and one logprob per prompt token (the first null), and generates nothing.
+test('lm-evaluation-harness loglikelihood request (echo, logprobs, max_tokens 0)', async () => {
+  const tok = await fetch(process.env.TRITIUM_URL.replace(/\/v1$/, '') + '/tokenize', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'The cat sat on the mat', add_special_tokens: false }),
+  }).then((r) => r.json());
+  assert.ok(tok.tokens.length >= 4);
+  const r = await client.completions.create({ model, prompt: tok.tokens, echo: true, logprobs: 1, max_tokens: 0,
+                                              temperature: 0 });
+  const c = r.choices[0];
+  assert.equal(c.text, 'The cat sat on the mat');
+  assert.equal(r.usage.completion_tokens, 0);
+  const lp = c.logprobs;
+  assert.equal(lp.tokens.length, tok.tokens.length);
+  assert.equal(lp.token_logprobs[0], null);
+  for (const v of lp.token_logprobs.slice(1)) assert.ok(Number.isFinite(v) && v <= 0, String(v));
+  // is_greedy as lm-eval computes it: the top entry of every continuation position.
+  for (const t of lp.top_logprobs.slice(1)) assert.equal(Object.keys(t).length >= 1, true);
+  assert.equal(lp.text_offset[0], 0);
+});
