@@ -15,7 +15,7 @@ import tempfile
 # Bottom to top. Folders on one line share a rank: they may not include each other.
 LAYERS = [
     ["core"],
-    ["io", "tokenizer", "template"],
+    ["io", "tokenizer", "template", "grammar"],
     ["formats"],
     ["kernels/cpu", "kernels/cuda"],
     ["quant"],

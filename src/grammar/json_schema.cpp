@@ -1,0 +1,312 @@
+#include "grammar/json_schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "grammar/regex.h"
+
+namespace tritium::grammar {
+
+using nlohmann::json;
+
+namespace {
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> k = {"title", "description", "default", "examples", "$schema", "$id",
+                                          "$comment", "deprecated", "readOnly", "writeOnly", "strict", "name",
+                                          "$defs", "definitions", "additionalProperties", "format", "nullable",
+                                          "type", "properties", "required", "items", "prefixItems", "minItems",
+                                          "maxItems", "enum", "const", "minLength", "maxLength", "pattern", "anyOf",
+                                          "allOf", "$ref", "discriminator"};
+  return k;
+}
+
+class Compiler {
+ public:
+  Compiler(const json& root, const JsonSchemaOptions& o) : root_(root), o_(o), b_(o.max_states) {}
+  NfaBuilder& builder() { return b_; }
+
+  Frag value(const json& s, int depth) {
+    if (depth > o_.max_nesting) throw GrammarError(fmt::format("json schema: nested deeper than {} levels", o_.max_nesting));
+    if (s.is_boolean()) return s.get<bool>() ? any_value(o_.any_json_depth) : b_.never();
+    if (!s.is_object()) throw GrammarError("json schema: a schema must be an object or a boolean");
+    for (const auto& [k, v] : s.items())
+      if (!annotations().count(k)) throw GrammarError(fmt::format("json schema: keyword '{}' is not supported", k));
+    if (s.contains("$ref")) return ref(s, depth);
+    if (s.contains("allOf")) {
+      const json& a = s["allOf"];
+      if (!a.is_array() || a.size() != 1) throw GrammarError("json schema: 'allOf' is supported with one schema only");
+      json merged = s;
+      merged.erase("allOf");
+      merged.update(a[0]);
+      return value(merged, depth + 1);
+    }
+    if (s.contains("anyOf")) {
+      const json& a = s["anyOf"];
+      if (!a.is_array() || a.empty()) throw GrammarError("json schema: 'anyOf' must be a non-empty array");
+      json base = s;
+      base.erase("anyOf");
+      std::vector<Frag> alts;
+      for (const json& alt : a) {
+        json m = base;
+        if (!alt.is_object()) {
+          alts.push_back(value(alt, depth + 1));
+          continue;
+        }
+        m.update(alt);
+        alts.push_back(value(m, depth + 1));
+      }
+      return b_.alt(alts);
+    }
+    if (s.contains("enum")) {
+      const json& e = s["enum"];
+      if (!e.is_array() || e.empty()) throw GrammarError("json schema: 'enum' must be a non-empty array");
+      std::vector<Frag> alts;
+      for (const json& v : e) alts.push_back(b_.literal(v.dump()));
+      return b_.alt(alts);
+    }
+    if (s.contains("const")) return b_.literal(s["const"].dump());
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      const json& t = s["type"];
+      if (t.is_string()) types.push_back(t.get<std::string>());
+      else if (t.is_array())
+        for (const json& x : t) types.push_back(x.is_string() ? x.get<std::string>() : "");
+      else throw GrammarError("json schema: 'type' must be a string or an array of strings");
+    } else if (s.contains("properties") || s.contains("additionalProperties")) {
+      types.push_back("object");
+    } else if (s.contains("items") || s.contains("prefixItems")) {
+      types.push_back("array");
+    } else if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength")) {
+      types.push_back("string");
+    } else {
+      return any_value(o_.any_json_depth);
+    }
+    if (s.value("nullable", false)) types.push_back("null");
+    std::vector<Frag> alts;
+    for (const std::string& t : types) alts.push_back(typed(s, t, depth));
+    return b_.alt(alts);
+  }
+
+  Frag any_value(int depth) {
+    std::vector<Frag> alts = {string_any(), number(false), b_.literal("true"), b_.literal("false"),
+                              b_.literal("null")};
+    if (depth > 0) {
+      alts.push_back(object_of([&] { return any_value(depth - 1); }));
+      alts.push_back(array_of([&] { return any_value(depth - 1); }, 0, -1));
+    }
+    return b_.alt(alts);
+  }
+
+  Frag object_of(const std::function<Frag()>& val) {
+    auto member = [&] { return b_.seq({string_any(), colon(), val()}); };
+    return b_.seq({b_.literal("{"),
+                   b_.alt({b_.empty(), b_.seq({member(), b_.repeat([&] { return b_.seq({comma(), member()}); }, 0, -1)})}),
+                   b_.literal("}")});
+  }
+
+  Frag array_of(const std::function<Frag()>& item, int min, int max) {
+    if (max == 0) return b_.literal("[]");
+    Frag items = b_.seq({item(), b_.repeat([&] { return b_.seq({comma(), item()}); }, std::max(min - 1, 0),
+                                          max < 0 ? -1 : max - 1)});
+    return b_.seq({b_.literal("["), min == 0 ? b_.alt({b_.empty(), items}) : items, b_.literal("]")});
+  }
+
+ private:
+  Frag ws() { return b_.alt({b_.empty(), b_.literal(" ")}); }
+  Frag colon() { return b_.seq({b_.literal(":"), ws()}); }
+  Frag comma() { return b_.seq({b_.literal(","), ws()}); }
+
+  Frag string_char() {
+    // A code point other than '"', '\\' and controls, or an escape (RFC 8259 section 7).
+    return b_.alt({b_.codepoints({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}}),
+                   b_.seq({b_.literal("\\"), b_.alt({b_.literal("\""), b_.literal("\\"), b_.literal("/"), b_.literal("b"),
+                                                     b_.literal("f"), b_.literal("n"), b_.literal("r"), b_.literal("t")})})});
+  }
+  Frag string_any() { return b_.seq({b_.literal("\""), b_.repeat([&] { return string_char(); }, 0, -1), b_.literal("\"")}); }
+
+  Frag number(bool integer) {
+    // Bounded digit counts keep every number finite as a double.
+    const char* re = integer ? "-?(0|[1-9][0-9]{0,15})" : "-?(0|[1-9][0-9]{0,15})(\\.[0-9]{1,15})?([eE][+-]?[1-9][0-9]?)?";
+    return Regex::parse(re).build(b_, false);
+  }
+
+  static int count_kw(const json& s, const char* k, int dflt) {
+    if (!s.contains(k)) return dflt;
+    const json& v = s[k];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
+      throw GrammarError(fmt::format("json schema: '{}' must be a non-negative integer", k));
+    return static_cast<int>(v.get<int64_t>());
+  }
+
+  Frag string_schema(const json& s) {
+    const int mn = count_kw(s, "minLength", 0), mx = count_kw(s, "maxLength", -1);
+    if (mx >= 0 && mx < mn) return b_.never();
+    if (s.contains("pattern")) {
+      if (s.contains("minLength") || s.contains("maxLength"))
+        throw GrammarError("json schema: 'pattern' together with 'minLength' / 'maxLength' is not supported");
+      if (!s["pattern"].is_string()) throw GrammarError("json schema: 'pattern' must be a string");
+      return b_.seq({b_.literal("\""), Regex::parse(s["pattern"].get<std::string>()).build(b_, true), b_.literal("\"")});
+    }
+    static const std::map<std::string, std::string> formats = {
+        {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"},
+        {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+        {"date-time", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+                      "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+        {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
+        {"email", "[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}"},
+        {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"}};
+    if (s.contains("format") && s["format"].is_string()) {
+      auto it = formats.find(s["format"].get<std::string>());
+      if (it != formats.end() && !s.contains("minLength") && !s.contains("maxLength"))
+        return b_.seq({b_.literal("\""), Regex::parse(it->second).build(b_, false), b_.literal("\"")});
+    }
+    return b_.seq({b_.literal("\""), b_.repeat([&] { return string_char(); }, mn, mx), b_.literal("\"")});
+  }
+
+  Frag object_schema(const json& s, int depth) {
+    const json props = s.value("properties", json::object());
+    if (!props.is_object()) throw GrammarError("json schema: 'properties' must be an object");
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) throw GrammarError("json schema: 'required' must be an array");
+      for (const json& r : s["required"]) {
+        if (!r.is_string() || !props.contains(r.get<std::string>()))
+          throw GrammarError(fmt::format("json schema: required property {} is not in 'properties'", r.dump()));
+        required.insert(r.get<std::string>());
+      }
+    }
+    if (props.empty()) {
+      const json ap = s.value("additionalProperties", json(true));
+      if (ap.is_boolean() && !ap.get<bool>()) return b_.literal("{}");
+      return object_of([&] { return ap.is_boolean() ? any_value(o_.any_json_depth - 1) : value(ap, depth + 1); });
+    }
+    // Members in key order; node (i, any) = before property i, with or without a member written so far.
+    std::vector<std::pair<std::string, const json*>> list;
+    for (const auto& [k, v] : props.items()) list.emplace_back(k, &v);
+    const size_t n = list.size();
+    std::vector<std::array<Frag, 2>> node(n + 1);
+    for (size_t i = 0; i <= n; ++i)
+      for (int e = 0; e < 2; ++e) node[i][e] = b_.empty();
+    for (size_t i = 0; i < n; ++i) {
+      const bool req = required.count(list[i].first) > 0;
+      for (int e = 0; e < 2; ++e) {
+        Frag member = b_.seq({e ? comma() : b_.empty(), b_.literal(json(list[i].first).dump()), colon(),
+                              value(*list[i].second, depth + 1)});
+        if (member.never) {
+          if (req) return b_.never();
+        } else {
+          b_.connect(node[i][e], member);
+          b_.connect(member, node[i + 1][1]);
+        }
+        if (!req) b_.connect(node[i][e], node[i + 1][e]);
+      }
+    }
+    const Frag open = b_.literal("{"), close = b_.literal("}");
+    b_.connect(open, node[0][0]);
+    b_.connect(node[n][0], close);
+    b_.connect(node[n][1], close);
+    return Frag{open.in, close.out, false};
+  }
+
+  Frag array_schema(const json& s, int depth) {
+    const int mn = count_kw(s, "minItems", 0), mx = count_kw(s, "maxItems", -1);
+    if (mx >= 0 && mx < mn) return b_.never();
+    if (s.contains("prefixItems")) {
+      const json& pre = s["prefixItems"];
+      if (!pre.is_array()) throw GrammarError("json schema: 'prefixItems' must be an array");
+      const bool more = !(s.contains("items") && s["items"].is_boolean() && !s["items"].get<bool>());
+      if (more || s.contains("minItems") || s.contains("maxItems"))
+        throw GrammarError("json schema: 'prefixItems' is supported as a fixed tuple only (items: false, no min/maxItems)");
+      if (pre.empty()) return b_.literal("[]");
+      std::vector<Frag> parts = {b_.literal("[")};
+      for (size_t i = 0; i < pre.size(); ++i) {
+        if (i) parts.push_back(comma());
+        parts.push_back(value(pre[i], depth + 1));
+      }
+      parts.push_back(b_.literal("]"));
+      return b_.seq(parts);
+    }
+    const json items = s.value("items", json(true));
+    Frag probe = items.is_boolean() && !items.get<bool>() ? b_.never() : b_.empty();
+    if (probe.never) return mn == 0 ? b_.literal("[]") : b_.never();
+    auto item = [&] { return items.is_boolean() ? any_value(o_.any_json_depth - 1) : value(items, depth + 1); };
+    return array_of(item, mn, mx);
+  }
+
+  Frag typed(const json& s, const std::string& t, int depth) {
+    if (t == "string") return string_schema(s);
+    if (t == "integer") return number(true);
+    if (t == "number") return number(false);
+    if (t == "boolean") return b_.alt({b_.literal("true"), b_.literal("false")});
+    if (t == "null") return b_.literal("null");
+    if (t == "object") return object_schema(s, depth);
+    if (t == "array") return array_schema(s, depth);
+    throw GrammarError(fmt::format("json schema: unknown type '{}'", t));
+  }
+
+  Frag ref(const json& s, int depth) {
+    const json& r = s["$ref"];
+    if (!r.is_string()) throw GrammarError("json schema: '$ref' must be a string");
+    const std::string p = r.get<std::string>();
+    if (p.empty() || p[0] != '#') throw GrammarError(fmt::format("json schema: only local $ref ('#...') is supported, got '{}'", p));
+    const json* target = &root_;
+    if (p.size() > 1) {
+      try {
+        target = &root_.at(json::json_pointer(p.substr(1)));
+      } catch (const json::exception&) {
+        throw GrammarError(fmt::format("json schema: $ref '{}' does not resolve", p));
+      }
+    }
+    const int seen = static_cast<int>(std::count(stack_.begin(), stack_.end(), p));
+    if (seen >= o_.max_ref_depth) return b_.never();  // recursion cut here: alternatives without it remain
+    stack_.push_back(p);
+    json merged = *target;
+    if (merged.is_object())
+      for (const auto& [k, v] : s.items())
+        if (k != "$ref") merged[k] = v;
+    Frag f = value(merged, depth + 1);
+    stack_.pop_back();
+    return f;
+  }
+
+  const json& root_;
+  JsonSchemaOptions o_;
+  NfaBuilder b_;
+  std::vector<std::string> stack_;
+};
+
+}  // namespace
+
+Nfa compile_json_schema(const json& schema, const JsonSchemaOptions& opts) {
+  Compiler c(schema, opts);
+  Frag f = c.value(schema, 0);
+  if (f.never) throw GrammarError("json schema: no JSON value satisfies the schema (within the $ref depth limit)");
+  return c.builder().finish(f);
+}
+
+Nfa compile_json_object(const JsonSchemaOptions& opts) {
+  const json any = json::object();
+  Compiler c(any, opts);
+  Frag f = c.object_of([&] { return c.any_value(opts.any_json_depth - 1); });
+  return c.builder().finish(f);
+}
+
+Nfa compile_regex(const std::string& pattern, size_t max_states) {
+  NfaBuilder b(max_states);
+  return b.finish(Regex::parse(pattern).build(b, false));
+}
+
+Nfa compile_choice(const std::vector<std::string>& choices, size_t max_states) {
+  if (choices.empty()) throw GrammarError("guided_choice: the list of choices is empty");
+  NfaBuilder b(max_states);
+  std::vector<Frag> alts;
+  for (const std::string& c : choices) alts.push_back(b.literal(c));
+  return b.finish(b.alt(alts));
+}
+
+}  // namespace tritium::grammar

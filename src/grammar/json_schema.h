@@ -1,0 +1,41 @@
+// tritium grammar: JSON Schema (the subset OpenAI's structured outputs accept) and "any JSON object" compiled to a
+// byte NFA whose language is compact JSON text valid for the schema (an optional single space after ':' and ',').
+//
+// Supported: type (one or a list), properties + required (properties are written in the schema's key order,
+// optional ones may be left out), additionalProperties (false, or a schema for objects without properties),
+// items, prefixItems, minItems / maxItems, enum, const, string minLength / maxLength / pattern / format (date,
+// time, date-time, uuid, email, ipv4; other formats are annotations), number, integer, boolean, null, anyOf,
+// allOf of one schema, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion expanded to
+// max_ref_depth levels, deeper alternatives dropped), nullable, boolean schemas, and the annotations title,
+// description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly. Anything else that
+// would constrain the output (minimum, maximum, multipleOf, oneOf, not, if/then/else, uniqueItems,
+// minProperties, patternProperties, ...) is a GrammarError naming the keyword: refused, never ignored.
+// Values with no schema ({} or "json_object") are any JSON nested up to any_json_depth levels.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "grammar/nfa.h"
+
+namespace tritium::grammar {
+
+struct JsonSchemaOptions {
+  int max_ref_depth = 3;      ///< expansions of one recursive $ref along a path
+  int any_json_depth = 3;     ///< nesting of objects / arrays in values without a schema
+  int max_nesting = 32;       ///< nesting of the schema itself (deeper: GrammarError)
+  size_t max_states = 400000;  ///< automaton budget (NfaBuilder)
+};
+
+/// The language of JSON texts valid under `schema`. Throws GrammarError.
+Nfa compile_json_schema(const nlohmann::json& schema, const JsonSchemaOptions& opts = {});
+/// response_format json_object: any JSON object.
+Nfa compile_json_object(const JsonSchemaOptions& opts = {});
+/// guided_regex: the whole output matches `pattern` (grammar/regex.h).
+Nfa compile_regex(const std::string& pattern, size_t max_states = 400000);
+/// guided_choice: the output is exactly one of `choices` (non-empty).
+Nfa compile_choice(const std::vector<std::string>& choices, size_t max_states = 400000);
+
+}  // namespace tritium::grammar
