@@ -107,6 +107,7 @@ struct Engine::Req {
   std::vector<int32_t> output;  ///< sampled ids (incl. a final EOS/stop token)
   std::vector<TokenLogprob> prompt_lps;  ///< EngineRequest::prompt_logprobs: tokens 1 .. n-1 of the prompt
   bool prompt_lps_sent = false;
+  int32_t grammar_state = -1;  ///< TokenConstraints::grammar's state after `output`
 };
 
 namespace {
@@ -245,6 +246,7 @@ std::shared_ptr<RequestHandle> Engine::add_request(EngineRequest req) {
   r->sampler = std::make_unique<Sampler>(r->r.sampling);
   r->detok = std::make_unique<IncrementalDecoder>(tok_, r->r.skip_special_tokens);
   r->stopper = std::make_unique<StopStringFilter>(r->r.stop);
+  if (r->r.constraints.grammar) r->grammar_state = r->r.constraints.grammar->start();
   std::shared_ptr<RequestHandle> h;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -311,6 +313,15 @@ void Engine::finish(Req& r, const std::string& reason, const std::string& error)
   --unfinished_;
 }
 
+// Advances the request's grammar by the token's bytes; true when the output is complete and nothing can extend it
+// (the request then ends as if EOS had been sampled, also with ignore_eos).
+bool Engine::grammar_done(Req& r, int32_t tok) {
+  const auto& g = r.r.constraints.grammar;
+  if (!g) return false;
+  r.grammar_state = g->advance(r.grammar_state, tok < g->vocab().size() ? g->vocab().bytes(tok) : std::string());
+  return g->accepting(r.grammar_state) && !g->can_continue(r.grammar_state);
+}
+
 void Engine::on_token(Req& r, int32_t tok, std::span<const float> raw) {
   const auto now = Clock::now();
   {
@@ -340,6 +351,7 @@ void Engine::on_token(Req& r, int32_t tok, std::span<const float> raw) {
   } else {
     o.text = r.stopper->push(r.detok->push(tok));
     if (r.stopper->stopped()) reason = "stop";
+    else if (grammar_done(r, tok)) reason = "stop";
     else if (r.generated >= r.r.max_tokens || r.seq.num_tokens() + 1 > cfg_.max_model_len) reason = "length";
   }
   if (reason.empty()) {
@@ -431,8 +443,8 @@ bool Engine::step() {
     if (!r.r.constraints.empty()) {
       stop_ids = r.r.stop_token_ids;
       stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
-      if (!apply_token_constraints(r.r.constraints, row, r.output, stop_ids)) {
-        finish(r, "error", "allowed_token_ids and bad_words leave no token to sample");
+      if (!apply_token_constraints(r.r.constraints, row, r.output, stop_ids, r.grammar_state)) {
+        finish(r, "error", "allowed_token_ids, bad_words and the output grammar leave no token to sample");
         continue;
       }
     }

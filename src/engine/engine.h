@@ -164,6 +164,7 @@ class Engine {
   void ingest();
   void finish(Req& r, const std::string& reason, const std::string& error = {});
   void on_token(Req& r, int32_t tok, std::span<const float> raw_logits);
+  bool grammar_done(Req& r, int32_t tok);
   void loop();
   void update_gauges();
 

@@ -93,9 +93,21 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
 }
 
 bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,
-                             std::span<const int32_t> stop_ids) {
+                             std::span<const int32_t> stop_ids, int32_t grammar_state) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t V = static_cast<int64_t>(logits.size());
+  if (c.grammar) {
+    const std::vector<uint64_t> m = c.grammar->mask(grammar_state);
+    std::vector<std::pair<int32_t, float>> stops;
+    if (c.grammar->accepting(grammar_state))
+      for (int32_t t : stop_ids)
+        if (t >= 0 && t < V) stops.emplace_back(t, logits[t]);
+    const int64_t mv = std::min<int64_t>(V, static_cast<int64_t>(m.size()) * 64);
+    for (int64_t t = 0; t < mv; ++t)
+      if (!(m[static_cast<size_t>(t) / 64] >> (t % 64) & 1)) logits[t] = ninf;
+    for (int64_t t = mv; t < V; ++t) logits[t] = ninf;  // ids past the tokenizer's vocabulary (padded heads)
+    for (const auto& [t, v] : stops) logits[t] = v;
+  }
   if (!c.allowed_token_ids.empty()) {
     std::vector<float> keep(c.allowed_token_ids.size());
     for (size_t i = 0; i < keep.size(); ++i) {

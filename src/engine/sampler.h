@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "grammar/token_grammar.h"
 
 namespace tritium {
 
@@ -46,14 +49,18 @@ struct TokenConstraints {
   /// Token sequences that must not be generated: a one-token sequence is never sampled; for a longer one, its
   /// last token is masked whenever the output ends with the others.
   std::vector<std::vector<int32_t>> bad_words;
-  bool empty() const { return min_tokens == 0 && allowed_token_ids.empty() && bad_words.empty(); }
+  /// Structured output (grammar/token_grammar.h): only tokens that keep the output a prefix of the grammar's
+  /// language, and EOS / stop ids only once the output is complete. Null = no grammar.
+  std::shared_ptr<grammar::TokenGrammar> grammar;
+  bool empty() const { return min_tokens == 0 && allowed_token_ids.empty() && bad_words.empty() && !grammar; }
 };
 
 /// Sets the logits of the tokens `c` forbids after `output` to -inf. `stop_ids`: EOS and stop token ids, masked
-/// while output.size() < min_tokens unless no other token would remain. Returns false when no token remains
-/// (allowed_token_ids and bad_words exclude everything); logits are then unspecified.
+/// while output.size() < min_tokens unless no other token would remain, and while the grammar (at
+/// `grammar_state`, the state after `output`) is not complete. Returns false when no token remains
+/// (allowed_token_ids, bad_words and the grammar exclude everything); logits are then unspecified.
 bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,
-                             std::span<const int32_t> stop_ids);
+                             std::span<const int32_t> stop_ids, int32_t grammar_state = -1);
 
 /// Applies the penalties of `p` to logits in place (exposed for tests).
 void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt,

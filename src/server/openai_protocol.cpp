@@ -1,4 +1,5 @@
 #include "server/openai_protocol.h"
+#include "server/structured_output.h"
 
 #include <algorithm>
 #include <cmath>
@@ -149,24 +150,14 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
     bad("suffix", "'suffix' is not supported");
   if (b.contains("best_of") && !b["best_of"].is_null() && b["best_of"] != 1)
     bad("best_of", "'best_of' other than 1 is not supported");
-  // Guided decoding and beam search change the output and are not implemented: refused, naming the field.
-  for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"})
-    if (b.contains(k) && !b[k].is_null()) bad(k, fmt::format("'{}' is not supported (no guided decoding)", k));
+  // Beam search changes the output and is not implemented: refused, naming the field.
   if (b.contains("use_beam_search") && !b["use_beam_search"].is_null() && b["use_beam_search"] != false)
     bad("use_beam_search", "'use_beam_search' is not supported");
   if (chat && b.contains("tool_choice") && !b["tool_choice"].is_null() && b["tool_choice"] != "auto" &&
       b["tool_choice"] != "none")
     bad("tool_choice", "'tool_choice' other than \"auto\" or \"none\" is not supported (no constrained tool calls)");
-  // Structured output (json_object, json_schema, ...) needs guided decoding, which tritium does not have.
-  if (b.contains("response_format") && !b["response_format"].is_null()) {
-    const json& rf = b["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-      bad("response_format", "'response_format' must be an object with a string 'type'");
-    const std::string& type = rf["type"].get_ref<const std::string&>();
-    if (type != "text")
-      bad("response_format", fmt::format("'response_format' of type '{}' is not supported (no guided decoding; only "
-                                         "'text')", type));
-  }
+  // Structured output: response_format, guided_json / guided_regex / guided_choice (server/structured_output.h).
+  r.base.constraints.grammar = parse_structured_output(b, ctx.vocab);
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {

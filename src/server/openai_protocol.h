@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/token_grammar.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +34,8 @@ struct ProtocolContext {
   const ChatTemplate* chat_template = nullptr;  ///< null: chat completions are refused (400)
   std::string bos_token, eos_token;
   int64_t max_model_len = 0;
+  /// Token bytes for structured output (server/structured_output.h make_vocabulary); null: refused.
+  std::shared_ptr<const grammar::Vocabulary> vocab;
 };
 
 /// A parsed completion or chat completion request.

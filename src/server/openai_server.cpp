@@ -6,6 +6,7 @@
 
 #include "server/completion_call.h"
 #include "server/metrics.h"
+#include "server/structured_output.h"
 
 namespace tritium::server {
 
@@ -63,6 +64,7 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
   ctx_.model_name = cfg_.model_name;
   ctx_.tokenizer = &tok_;
   ctx_.max_model_len = engine_.max_model_len();
+  ctx_.vocab = make_vocabulary(tok_);
   if (chat) {
     template_ = ChatTemplate::from_string(chat->source);
     ctx_.chat_template = &*template_;

@@ -1,6 +1,7 @@
 // libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing, then
 // parse_request for /v1/completions and /v1/chat/completions (the bundled model's tokenizer and chat template)
-// and the engine requests built from it; also /tokenize and /detokenize. Acceptable failures: a JSON parse error
+// and the engine requests built from it (structured output: the grammar compiled and its first token mask);
+// also /tokenize and /detokenize. Acceptable failures: a JSON parse error
 // and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai_request/.
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "fuzz_util.h"
 #include "server/openai_protocol.h"
+#include "server/structured_output.h"
 
 namespace {
 
@@ -28,6 +30,7 @@ struct Context {
     ctx.bos_token = f.bos_token;
     ctx.eos_token = f.eos_token;
     ctx.max_model_len = 1024;
+    ctx.vocab = tritium::server::make_vocabulary(*tok);
   }
 };
 
@@ -42,6 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const tritium::server::ParsedRequest r = tritium::server::parse_request(body, chat, c.ctx);
       for (size_t p = 0; p < r.prompts.size(); ++p)
         for (int i = 0; i < r.n; ++i) (void)tritium::server::make_engine_request(r, p, i);
+      if (const auto& g = r.base.constraints.grammar) {  // the first step of constrained decoding
+        const int32_t s0 = g->start();
+        (void)g->mask(s0);
+        (void)g->can_continue(s0);
+      }
     } catch (const tritium::server::ApiError&) {
     }
   }

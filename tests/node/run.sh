@@ -5,7 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:?usage: run.sh PATH/TO/tritium}"
 cd "$here"
-if [ ! -d node_modules/openai ]; then
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ]; then
   npm ci --no-audit --no-fund --silent
 fi
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -20,4 +20,4 @@ for _ in $(seq 1 200); do
   if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "tritium serve exited early" >&2; exit 1; fi
   sleep 0.05
 done
-TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_API_KEY="$key" node --test openai.test.mjs
+TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_API_KEY="$key" node --test openai.test.mjs structured.test.mjs
