@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <pthread.h>
@@ -41,6 +43,7 @@ struct ServeArgs {
   double keep_alive_timeout = 5;
   double header_timeout = 10;
   double shutdown_timeout = 30;
+  std::string chat_template;
 };
 
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
@@ -113,7 +116,16 @@ int run(const ServeArgs& a) {
   try {
     chat = load_model_chat_template(lm.dir);
   } catch (const Error& e) {
-    fmt::print(stderr, "warning: no chat template ({}); /v1/chat/completions will answer 400\n", e.what());
+    if (a.chat_template.empty())
+      fmt::print(stderr, "warning: no chat template ({}); /v1/chat/completions will answer 400\n", e.what());
+  }
+  if (!a.chat_template.empty()) {  // vLLM's --chat-template: a Jinja file replaces the model's template
+    std::ifstream f(a.chat_template, std::ios::binary);
+    if (!f) fail("--chat-template: cannot read '{}'", a.chat_template);
+    std::string src((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!chat) chat = ChatTemplateFiles{};
+    chat->source = std::move(src);
+    chat->origin = a.chat_template;
   }
   server::ServerConfig sc;
   sc.http.host = a.host;
@@ -174,6 +186,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_flag("--no-prefix-caching", a->no_prefix_caching, "disable automatic prefix caching");
   sub->add_option("--max-body-size", a->max_body, "largest request body (default 4MiB; larger -> 413)");
   sub->add_option("--max-pending", a->max_pending, "requests in flight at most (more -> 429)")->check(CLI::Range(1, 1 << 30));
+  sub->add_option("--chat-template", a->chat_template, "a Jinja chat template file to use instead of the model's");
   sub->add_option("--max-connections", a->max_connections, "open HTTP connections at most (more -> 503; default 1000)")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--http-threads", a->http_threads, "threads of the HTTP event loop (default 4)")->check(CLI::Range(1, 256));

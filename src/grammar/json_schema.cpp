@@ -27,8 +27,7 @@ const std::set<std::string>& annotations() {
 
 class Compiler {
  public:
-  Compiler(const json& root, const JsonSchemaOptions& o) : root_(root), o_(o), b_(o.max_states) {}
-  NfaBuilder& builder() { return b_; }
+  Compiler(const json& root, const JsonSchemaOptions& o, NfaBuilder& b) : root_(root), o_(o), b_(b) {}
 
   Frag value(const json& s, int depth) {
     if (depth > o_.max_nesting) throw GrammarError(fmt::format("json schema: nested deeper than {} levels", o_.max_nesting));
@@ -276,24 +275,39 @@ class Compiler {
 
   const json& root_;
   JsonSchemaOptions o_;
-  NfaBuilder b_;
+  NfaBuilder& b_;
   std::vector<std::string> stack_;
 };
 
 }  // namespace
 
 Nfa compile_json_schema(const json& schema, const JsonSchemaOptions& opts) {
-  Compiler c(schema, opts);
+  NfaBuilder b(opts.max_states);
+  Compiler c(schema, opts, b);
   Frag f = c.value(schema, 0);
   if (f.never) throw GrammarError("json schema: no JSON value satisfies the schema (within the $ref depth limit)");
-  return c.builder().finish(f);
+  return b.finish(f);
+}
+
+Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, const std::string& prefix,
+                      const std::string& args_key, const std::string& suffix, const JsonSchemaOptions& opts) {
+  if (tools.empty()) throw GrammarError("tools: no function to call");
+  NfaBuilder b(opts.max_states);
+  std::vector<Frag> calls;
+  for (const auto& [name, params] : tools) {
+    const json schema = params.is_null() ? json{{"type", "object"}} : params;
+    Compiler c(schema, opts, b);  // each tool's parameters are the root of their own $refs
+    calls.push_back(b.seq({b.literal("{\"name\": " + json(name).dump() + ", " + json(args_key).dump() + ": "),
+                           c.value(schema, 1), b.literal("}")}));
+  }
+  return b.finish(b.seq({b.literal(prefix), b.alt(calls), b.literal(suffix)}));
 }
 
 Nfa compile_json_object(const JsonSchemaOptions& opts) {
   const json any = json::object();
-  Compiler c(any, opts);
-  Frag f = c.object_of([&] { return c.any_value(opts.any_json_depth - 1); });
-  return c.builder().finish(f);
+  NfaBuilder b(opts.max_states);
+  Compiler c(any, opts, b);
+  return b.finish(c.object_of([&] { return c.any_value(opts.any_json_depth - 1); }));
 }
 
 Nfa compile_regex(const std::string& pattern, size_t max_states) {

@@ -31,6 +31,11 @@ struct JsonSchemaOptions {
 
 /// The language of JSON texts valid under `schema`. Throws GrammarError.
 Nfa compile_json_schema(const nlohmann::json& schema, const JsonSchemaOptions& opts = {});
+/// One function call written as prefix + {"name": "<name>", "<args_key>": <JSON valid for the parameters schema>}
+/// + suffix, for any of `tools` (name, parameters schema; a null schema = any JSON object). Tool calling with
+/// tool_choice "required" or a named function (e.g. Qwen's <tool_call>\n...\n</tool_call> with "arguments").
+Nfa compile_tool_call(const std::vector<std::pair<std::string, nlohmann::json>>& tools, const std::string& prefix,
+                      const std::string& args_key, const std::string& suffix, const JsonSchemaOptions& opts = {});
 /// response_format json_object: any JSON object.
 Nfa compile_json_object(const JsonSchemaOptions& opts = {});
 /// guided_regex: the whole output matches `pattern` (grammar/regex.h).

@@ -25,6 +25,8 @@ CompletionCall::CompletionCall(Engine& engine, const ProtocolContext& ctx, Parse
   finished_.assign(hs_.size(), false);
   started_.assign(hs_.size(), false);
   text_offsets_.assign(hs_.size(), 0);
+  held_.assign(hs_.size(), std::string());
+  content_mode_.assign(hs_.size(), false);
   outs_.resize(hs_.size());
   unfinished_ = hs_.size();
 }
@@ -82,11 +84,53 @@ void CompletionCall::pump_stream(size_t k) {
       if (k % static_cast<size_t>(pr_.n) == 0) prompt_tokens_ += ev.prompt_tokens;
       completion_tokens_ += ev.completion_tokens;
     }
+    if (pr_.tool_syntax != ToolCallSyntax::kNone) {
+      send_with_tool_calls(k, std::move(ev), first);
+      continue;
+    }
     if (first || ev.finished || !ev.text.empty() || !ev.logprobs.empty()) {
       started_[k] = true;
       send(build_chunk(pr_, static_cast<int>(k), ev, first, id_, created_, ctx_, text_offsets_[k]));
     }
   }
+}
+
+// Chat with tools: text that may still be a call (it starts like the syntax's marker, or the call is forced) is
+// held back; at the end a call is sent as delta.tool_calls (finish_reason "tool_calls"), anything else as content.
+void CompletionCall::send_with_tool_calls(size_t k, RequestOutput ev, bool first) {
+  held_[k] += ev.text;
+  std::string shown;
+  if (content_mode_[k]) {
+    shown = ev.text;
+  } else if (!pr_.tool_call_forced) {
+    const std::string mk = tool_call_marker(pr_.tool_syntax);
+    const size_t a = held_[k].find_first_not_of(" \t\r\n");
+    const std::string t = a == std::string::npos ? std::string() : held_[k].substr(a);
+    const bool maybe_call = t.size() >= mk.size() ? t.compare(0, mk.size(), mk) == 0 : mk.compare(0, t.size(), t) == 0;
+    if (!maybe_call) {
+      content_mode_[k] = true;
+      shown = held_[k];
+    }
+  }
+  const bool finished = ev.finished;
+  const std::string reason = ev.finish_reason;
+  ev.text = shown;
+  if (!(first || finished || !ev.text.empty() || !ev.logprobs.empty())) return;
+  started_[k] = true;
+  json chunk = build_chunk(pr_, static_cast<int>(k), ev, first, id_, created_, ctx_, text_offsets_[k]);
+  if (finished && !content_mode_[k]) {
+    std::string content;
+    const std::vector<ToolCall> calls = parse_tool_calls(held_[k], pr_.tool_syntax, content);
+    json& c = chunk["choices"][0];
+    if (!calls.empty()) {
+      c["delta"]["tool_calls"] = tool_calls_json(calls, id_, k);
+      if (!content.empty()) c["delta"]["content"] = content;
+      if (reason == "stop") c["finish_reason"] = "tool_calls";
+    } else if (!held_[k].empty()) {
+      c["delta"]["content"] = held_[k];
+    }
+  }
+  send(chunk);
 }
 
 void CompletionCall::pump() {

@@ -38,6 +38,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
  private:
   void pump();
   void pump_stream(size_t k);
+  void send_with_tool_calls(size_t k, RequestOutput ev, bool first);
   void finish();
   void send(const nlohmann::json& j);
 
@@ -62,6 +63,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   std::vector<bool> finished_, started_;
   std::vector<size_t> text_offsets_;  ///< per choice: characters streamed so far (logprobs.text_offset)
   std::vector<RequestOutput> outs_;   ///< non-streaming: each choice's events so far
+  std::vector<std::string> held_;     ///< chat with tools: each choice's text so far
+  std::vector<bool> content_mode_;    ///< chat with tools: the choice is plain content (no call)
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   size_t unfinished_ = 0;
   bool answered_ = false;

@@ -126,6 +126,34 @@ json error_json(const ApiError& e) {
 
 std::string api_finish_reason(const std::string& reason) { return reason; }
 
+namespace {
+// tools + tool_choice (OpenAI): "none" ignores the tools; "auto" (the default with tools) parses the output for
+// calls; "required" or {"type": "function", "function": {"name"}} constrains the output to one call.
+void parse_tool_choice(const json& b, const ProtocolContext& ctx, ParsedRequest& r) {
+  const bool has_tools = b.contains("tools") && b["tools"].is_array() && !b["tools"].empty();
+  const json tc = b.contains("tool_choice") && !b["tool_choice"].is_null() ? b["tool_choice"] : json(has_tools ? "auto" : "none");
+  if (tc == "none") return;
+  std::string only;
+  if (tc.is_object()) {
+    if (tc.value("type", "") != "function" || !tc.contains("function") || !tc["function"].is_object() ||
+        !tc["function"].contains("name") || !tc["function"]["name"].is_string())
+      bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}");
+    only = tc["function"]["name"].get<std::string>();
+  } else if (tc != "auto" && tc != "required") {
+    bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}");
+  }
+  if (!has_tools) bad("tool_choice", "'tool_choice' needs a non-empty 'tools' array");
+  r.tool_syntax = ctx.tool_syntax;
+  if (tc == "auto") return;
+  if (r.base.constraints.grammar)
+    bad("tool_choice", "a forced tool call cannot be combined with response_format or guided_* fields");
+  if (!ctx.vocab) bad("tool_choice", "constrained tool calls are not available here (no vocabulary)");
+  r.base.constraints.grammar =
+      std::make_shared<grammar::TokenGrammar>(tool_call_grammar(b["tools"], only, ctx.tool_syntax), ctx.vocab);
+  r.tool_call_forced = true;
+}
+}  // namespace
+
 ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx) {
   if (!b.is_object()) bad("", "the request body must be a JSON object");
   ParsedRequest r;
@@ -153,11 +181,9 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
   // Beam search changes the output and is not implemented: refused, naming the field.
   if (b.contains("use_beam_search") && !b["use_beam_search"].is_null() && b["use_beam_search"] != false)
     bad("use_beam_search", "'use_beam_search' is not supported");
-  if (chat && b.contains("tool_choice") && !b["tool_choice"].is_null() && b["tool_choice"] != "auto" &&
-      b["tool_choice"] != "none")
-    bad("tool_choice", "'tool_choice' other than \"auto\" or \"none\" is not supported (no constrained tool calls)");
   // Structured output: response_format, guided_json / guided_regex / guided_choice (server/structured_output.h).
   r.base.constraints.grammar = parse_structured_output(b, ctx.vocab);
+  if (chat) parse_tool_choice(b, ctx, r);
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {
@@ -383,6 +409,16 @@ json prompt_logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer&
   return out;
 }
 
+json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id, size_t choice) {
+  json a = json::array();
+  for (size_t i = 0; i < calls.size(); ++i)
+    a.push_back({{"id", fmt::format("call_{}_{}_{}", id.substr(id.find('-') + 1), choice, i)},
+                 {"type", "function"},
+                 {"index", i},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  return a;
+}
+
 json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,
                     int64_t created, const ProtocolContext& ctx) {
   json choices = json::array();
@@ -394,8 +430,17 @@ json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& ou
     completion_tokens += o.completion_tokens;
     json c;
     c["index"] = k;
+    std::string finish = api_finish_reason(o.finish_reason);
     if (r.chat) {
       c["message"] = {{"role", "assistant"}, {"content", o.text}};
+      std::string content;
+      const std::vector<ToolCall> calls =
+          r.tool_syntax != ToolCallSyntax::kNone ? parse_tool_calls(o.text, r.tool_syntax, content) : std::vector<ToolCall>{};
+      if (!calls.empty()) {
+        c["message"]["content"] = content.empty() ? json(nullptr) : json(content);
+        c["message"]["tool_calls"] = tool_calls_json(calls, id, k);
+        if (finish == "stop") finish = "tool_calls";
+      }
       c["logprobs"] = r.logprobs >= 0 ? logprobs_json(o.logprobs, *ctx.tokenizer, true) : json(nullptr);
     } else {
       const std::string prefix = r.echo ? r.prompt_texts[p] : std::string();
@@ -406,7 +451,7 @@ json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& ou
                                       : json(nullptr);
     }
     if (r.prompt_logprobs >= 0) c["prompt_logprobs"] = prompt_logprobs_json(o.prompt_logprobs, *ctx.tokenizer);
-    c["finish_reason"] = api_finish_reason(o.finish_reason);
+    c["finish_reason"] = finish;
     choices.push_back(std::move(c));
   }
   json resp = {{"id", id},

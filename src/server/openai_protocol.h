@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "grammar/token_grammar.h"
+#include "server/tool_calls.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,6 +37,8 @@ struct ProtocolContext {
   int64_t max_model_len = 0;
   /// Token bytes for structured output (server/structured_output.h make_vocabulary); null: refused.
   std::shared_ptr<const grammar::Vocabulary> vocab;
+  /// The chat template's tool-call syntax (server/tool_calls.h).
+  ToolCallSyntax tool_syntax = ToolCallSyntax::kNone;
 };
 
 /// A parsed completion or chat completion request.
@@ -52,6 +55,9 @@ struct ParsedRequest {
   std::vector<std::vector<int32_t>> prompts;   ///< one entry per prompt (a chat has one)
   std::vector<std::string> prompt_texts;       ///< the prompt text (for echo), "" for token prompts
   EngineRequest base;                          ///< prompt left empty; sampling, limits, stops
+  /// Chat with tools (tool_choice not "none"): outputs are parsed for calls in this syntax (kNone: not parsed).
+  ToolCallSyntax tool_syntax = ToolCallSyntax::kNone;
+  bool tool_call_forced = false;  ///< tool_choice "required" or a named function: the grammar is one call
 };
 
 /// Parses a request body (already JSON). Throws ApiError (400 for bad fields, 404 for an unknown model;
@@ -80,6 +86,9 @@ nlohmann::json prompt_logprobs_json(const std::vector<TokenLogprob>& lps, const 
 /// The model id the API serves when --served-model-name is not given: the last component of the model's path
 /// (trailing separators and "." resolved), "model" when there is none.
 std::string default_model_id(const std::string& model_path);
+
+/// message.tool_calls / delta.tool_calls entries (ids derived from the response id and the choice).
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id, size_t choice);
 
 /// The non-streaming response of finished choices (outs[k] is choice k).
 nlohmann::json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,

@@ -70,6 +70,7 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
     ctx_.chat_template = &*template_;
     ctx_.bos_token = chat->bos_token;
     ctx_.eos_token = chat->eos_token;
+    ctx_.tool_syntax = detect_tool_call_syntax(chat->source);
   }
   const size_t max_body = cfg_.http.max_body_bytes;
   transport_ = std::make_unique<HttpTransport>(

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs tests/node/openai.test.mjs (node's built-in test runner + the official openai npm package) against a
-# `tritium serve` started here on a free loopback port. Usage: run.sh PATH/TO/tritium
+# Runs the node tests (node's built-in test runner + the official openai npm package, ajv) against `tritium serve`
+# started here on free loopback ports: openai.test.mjs and structured.test.mjs on the bundled model; tools.test.mjs
+# on the bundled model with the Qwen3 chat template (from $TRITIUM_TEST_DATA/tokenizers/qwen3; skipped without it).
+# Usage: run.sh PATH/TO/tritium
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:?usage: run.sh PATH/TO/tritium}"
@@ -8,16 +10,35 @@ cd "$here"
 if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ]; then
   npm ci --no-audit --no-fund --silent
 fi
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 key="sk-tritium-test"
-log="$(mktemp)"
-"$bin" serve -t 1 --host 127.0.0.1 --port "$port" --api-key "$key" --kv-cache-memory 64MiB >"$log" 2>&1 &
-pid=$!
-cleanup() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"; }
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
-for _ in $(seq 1 200); do
-  if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
-  if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "tritium serve exited early" >&2; exit 1; fi
-  sleep 0.05
-done
-TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_API_KEY="$key" node --test openai.test.mjs structured.test.mjs
+# start_server NAME ARGS...: prints the port once /health answers.
+start_server() {
+  local name=$1; shift
+  local port
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  "$bin" serve -t 1 --host 127.0.0.1 --port "$port" --api-key "$key" --kv-cache-memory 64MiB "$@" >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 200); do
+    if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then echo "$port"; return; fi
+    if ! kill -0 "${pids[-1]}" 2>/dev/null; then cat "$tmp/$name.log" >&2; echo "tritium serve exited early" >&2; exit 1; fi
+    sleep 0.05
+  done
+}
+port="$(start_server main)"
+tools_url=""
+data="${TRITIUM_TEST_DATA:-$here/../../../shared}"
+if [ -f "$data/tokenizers/qwen3/tokenizer_config.json" ]; then
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chat_template"], end="")' \
+    "$data/tokenizers/qwen3/tokenizer_config.json" > "$tmp/qwen3.jinja"
+  tools_port="$(start_server qwen3 --chat-template "$tmp/qwen3.jinja")"
+  tools_url="http://127.0.0.1:$tools_port/v1"
+fi
+TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_TOOLS_URL="$tools_url" TRITIUM_API_KEY="$key" \
+  node --test openai.test.mjs structured.test.mjs tools.test.mjs

@@ -1,0 +1,40 @@
+// tritium server: OpenAI tool calls on chat completions — which syntax the model's chat template uses, the
+// grammar of one call (tool_choice "required" or a named function), and the parsing of a finished output into
+// message.tool_calls.
+// Syntaxes: Hermes / Qwen2.5 / Qwen3 templates (they mention "<tool_call>"): <tool_call>\n{"name": ..., "arguments":
+// {...}}\n</tool_call>, one block per call; Llama 3.1+ templates (they mention "parameters" and
+// "<|python_tag|>" or "ipython"): the whole message is {"name": ..., "parameters": {...}}. Other templates: tools
+// are rendered but no call syntax is known, so "required" / named tool_choice are refused.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "grammar/nfa.h"
+
+namespace tritium::server {
+
+enum class ToolCallSyntax { kNone, kHermes, kLlama3 };
+
+ToolCallSyntax detect_tool_call_syntax(const std::string& chat_template_source);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  ///< JSON text (OpenAI's function.arguments is a string)
+};
+
+/// The grammar of one call of the tools the request allows: all of `tools` (the request's "tools" array), or
+/// only `only` when non-empty. Throws ApiError (400, param "tools" / "tool_choice") for malformed tools, an
+/// unknown name, or a parameters schema the grammar does not support.
+grammar::Nfa tool_call_grammar(const nlohmann::json& tools, const std::string& only, ToolCallSyntax syntax);
+
+/// The calls in a finished output; `content` receives the text outside them ("" when there is none). No call
+/// (an output that does not follow the syntax) returns an empty list and the whole text as content.
+std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax syntax, std::string& content);
+
+/// The text a streamed output starts with when it is a call ("<tool_call>" or "{"), "" for kNone.
+std::string tool_call_marker(ToolCallSyntax syntax);
+
+}  // namespace tritium::server
