@@ -147,9 +147,12 @@ void parse_tool_choice(const json& b, const ProtocolContext& ctx, ParsedRequest&
   if (tc == "auto") return;
   if (r.base.constraints.grammar)
     bad("tool_choice", "a forced tool call cannot be combined with response_format or guided_* fields");
-  if (!ctx.vocab) bad("tool_choice", "constrained tool calls are not available here (no vocabulary)");
+  if (!ctx.grammars) bad("tool_choice", "constrained tool calls are not available here (no vocabulary)");
+  const json& tools = b["tools"];
+  const ToolCallSyntax syntax = ctx.tool_syntax;
   r.base.constraints.grammar =
-      std::make_shared<grammar::TokenGrammar>(tool_call_grammar(b["tools"], only, ctx.tool_syntax), ctx.vocab);
+      ctx.grammars->get(fmt::format("tools:{}:{}:{}", static_cast<int>(syntax), only, tools.dump()),
+                        [&] { return tool_call_grammar(tools, only, syntax); });
   r.tool_call_forced = true;
 }
 }  // namespace
@@ -182,7 +185,7 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
   if (b.contains("use_beam_search") && !b["use_beam_search"].is_null() && b["use_beam_search"] != false)
     bad("use_beam_search", "'use_beam_search' is not supported");
   // Structured output: response_format, guided_json / guided_regex / guided_choice (server/structured_output.h).
-  r.base.constraints.grammar = parse_structured_output(b, ctx.vocab);
+  r.base.constraints.grammar = parse_structured_output(b, ctx.grammars.get());
   if (chat) parse_tool_choice(b, ctx, r);
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "grammar/token_grammar.h"
+#include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -35,8 +36,8 @@ struct ProtocolContext {
   const ChatTemplate* chat_template = nullptr;  ///< null: chat completions are refused (400)
   std::string bos_token, eos_token;
   int64_t max_model_len = 0;
-  /// Token bytes for structured output (server/structured_output.h make_vocabulary); null: refused.
-  std::shared_ptr<const grammar::Vocabulary> vocab;
+  /// Compiled structured-output grammars over the model's vocabulary (server/structured_output.h); null: refused.
+  std::shared_ptr<GrammarCache> grammars;
   /// The chat template's tool-call syntax (server/tool_calls.h).
   ToolCallSyntax tool_syntax = ToolCallSyntax::kNone;
 };

@@ -64,7 +64,7 @@ OpenAIServer::OpenAIServer(Engine& engine, const Tokenizer& tok, std::optional<C
   ctx_.model_name = cfg_.model_name;
   ctx_.tokenizer = &tok_;
   ctx_.max_model_len = engine_.max_model_len();
-  ctx_.vocab = make_vocabulary(tok_);
+  ctx_.grammars = std::make_shared<GrammarCache>(make_vocabulary(tok_));
   if (chat) {
     template_ = ChatTemplate::from_string(chat->source);
     ctx_.chat_template = &*template_;

@@ -30,7 +30,7 @@ struct Context {
     ctx.bos_token = f.bos_token;
     ctx.eos_token = f.eos_token;
     ctx.max_model_len = 1024;
-    ctx.vocab = tritium::server::make_vocabulary(*tok);
+    ctx.grammars = std::make_shared<tritium::server::GrammarCache>(tritium::server::make_vocabulary(*tok));
   }
 };
 
