@@ -7,8 +7,11 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv2020 from 'ajv/dist/2020.js';
 
-const client = new OpenAI({ baseURL: process.env.TRITIUM_URL, apiKey: process.env.TRITIUM_API_KEY, maxRetries: 0 });
-const model = 'tiny-bitnet';
+// The bundled tiny-bitnet, and tiny-qwen2 from the shared test data when run.sh could start it.
+const servers = [{ url: process.env.TRITIUM_URL, model: 'tiny-bitnet' }];
+if (process.env.TRITIUM_QWEN2_URL) servers.push({ url: process.env.TRITIUM_QWEN2_URL, model: 'tiny-qwen2' });
+for (const s of servers) s.client = new OpenAI({ baseURL: s.url, apiKey: process.env.TRITIUM_API_KEY, maxRetries: 0 });
+const { client, model } = servers[0];
 const ajv = new Ajv2020({ strict: false });  // draft 2020-12: $defs, prefixItems
 const SAMPLES = Number(process.env.TRITIUM_STRUCTURED_SAMPLES ?? 200);
 
@@ -60,7 +63,7 @@ const schemas = {
              required: ['näme', '中文'], additionalProperties: false },
 };
 
-async function sample(schema, n, seed, chat) {
+async function sample({ client, model }, schema, n, seed, chat) {
   const response_format = { type: 'json_schema', json_schema: { name: 'out', schema, strict: true } };
   const common = { model, max_tokens: 256, temperature: 1.0, seed, n, response_format };
   if (chat) {
@@ -71,23 +74,25 @@ async function sample(schema, n, seed, chat) {
   return r.choices.map((c) => ({ text: c.text, finish: c.finish_reason }));
 }
 
-test(`20 schemas x ${SAMPLES} samples at temperature 1.0: every output validates under ajv`, async () => {
-  assert.equal(Object.keys(schemas).length, 20);
-  const per = 10;
-  for (const [name, schema] of Object.entries(schemas)) {
-    const validate = ajv.compile(schema);
-    const jobs = [];
-    for (let k = 0; k < SAMPLES / per; ++k) jobs.push(sample(schema, per, 1000 + k, k % 2 === 1));
-    const outs = (await Promise.all(jobs)).flat();
-    assert.equal(outs.length, SAMPLES);
-    for (const o of outs) {
-      assert.equal(o.finish, 'stop', `${name}: finish_reason ${o.finish} for ${JSON.stringify(o.text)}`);
-      let v;
-      assert.doesNotThrow(() => { v = JSON.parse(o.text); }, `${name}: not JSON: ${JSON.stringify(o.text)}`);
-      assert.ok(validate(v), `${name}: ${JSON.stringify(o.text)} fails: ${ajv.errorsText(validate.errors)}`);
+for (const server of servers) {
+  test(`${server.model}: 20 schemas x ${SAMPLES} samples at temperature 1.0: every output validates under ajv`, async () => {
+    assert.equal(Object.keys(schemas).length, 20);
+    const per = 10;
+    for (const [name, schema] of Object.entries(schemas)) {
+      const validate = ajv.compile(schema);
+      const jobs = [];
+      for (let k = 0; k < SAMPLES / per; ++k) jobs.push(sample(server, schema, per, 1000 + k, k % 2 === 1));
+      const outs = (await Promise.all(jobs)).flat();
+      assert.equal(outs.length, SAMPLES);
+      for (const o of outs) {
+        assert.equal(o.finish, 'stop', `${name}: finish_reason ${o.finish} for ${JSON.stringify(o.text)}`);
+        let v;
+        assert.doesNotThrow(() => { v = JSON.parse(o.text); }, `${name}: not JSON: ${JSON.stringify(o.text)}`);
+        assert.ok(validate(v), `${name}: ${JSON.stringify(o.text)} fails: ${ajv.errorsText(validate.errors)}`);
+      }
     }
-  }
-});
+  });
+}
 
 test('json_object, guided_regex and guided_choice', async () => {
   const r = await client.completions.create({ model, prompt: 'JSON:', max_tokens: 200, temperature: 1.0, seed: 5, n: 16,
