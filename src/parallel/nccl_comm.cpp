@@ -192,36 +192,6 @@ NcclComm::NcclComm(const std::string&, int, int, int) { no_nccl(); }
 NcclComm::~NcclComm() = default;
 void NcclComm::all_reduce_sum(float*, size_t, void*) { no_nccl(); }
 void NcclComm::all_gather(const void*, size_t, void*, void*) { no_nccl(); }
-// Polls the stream rather than blocking in cudaStreamSynchronize: a peer that died or hangs would block it
-// forever. Spins for the first ~200 us (a healthy step's collectives are done by then), then sleeps 20 us per poll.
-void NcclComm::wait(void* stream, const char* what, double timeout_s) {
-  auto s = static_cast<cudaStream_t>(stream);
-  auto c = static_cast<ncclComm_t>(comm_);
-  const auto start = std::chrono::steady_clock::now();
-  for (int polls = 0;; ++polls) {
-    const cudaError_t q = cudaStreamQuery(s);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) cuda::check(q, what);
-    if (polls < 2000) continue;
-    ncclResult_t async = ncclSuccess;
-    if (api().CommGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-      if (api().CommAbort) api().CommAbort(c);
-      comm_ = nullptr;
-      fail("tensor parallel: rank {}: NCCL error during {}: {}; the group is aborted", rank_, what,
-           api().GetErrorString(async));
-    }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (timeout_s > 0 && waited > timeout_s) {
-      if (api().CommAbort) api().CommAbort(c);
-      comm_ = nullptr;
-      fail("tensor parallel: rank {}: {} did not complete within {:g} s (TRITIUM_TP_TIMEOUT): a rank died or hangs; "
-           "the group is aborted",
-           rank_, what, timeout_s);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
-
 void NcclComm::broadcast_host(int32_t*, size_t, int) { no_nccl(); }
 void NcclComm::wait(void*, const char*, double) { no_nccl(); }
 
