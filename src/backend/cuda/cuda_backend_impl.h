@@ -57,13 +57,15 @@ struct DevLayer {
   DevLinear qkv, o, gate_up, down;
 };
 
-/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] f32.
+/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] of `elem` (f32 or bf16).
 struct DevKv {
   int64_t num_blocks = 0;
   int block_size = 0, layers = 0, kv_dim = 0;
-  float* base = nullptr;
-  float* k(int l) const { return base + (2 * static_cast<size_t>(l)) * pool(); }
-  float* v(int l) const { return base + (2 * static_cast<size_t>(l) + 1) * pool(); }
+  cuda::KvElem elem = cuda::KvElem::kF32;
+  void* base = nullptr;
+  size_t elem_bytes() const { return elem == cuda::KvElem::kBF16 ? 2 : 4; }
+  void* k(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l)) * pool() * elem_bytes(); }
+  void* v(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l) + 1) * pool() * elem_bytes(); }
   size_t pool() const { return static_cast<size_t>(num_blocks) * block_size * kv_dim; }
   ~DevKv() {
     if (base) cudaFree(base);

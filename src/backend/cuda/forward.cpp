@@ -137,16 +137,17 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
       // attn_split_ > 1 (long contexts): split-K; its grid does not depend on the positions (graph-safe).
       cuda::attention_decode_rope_split(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_,
                                         pos_d_, seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_,
-                                        attn_split_, attn_part_, attn_cnt_, stream_);
+                                        attn_split_, attn_part_, attn_cnt_, stream_, kv.elem);
     } else {
       cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
-                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_, kv.elem);
       if (ntiles_ > 0) {
         cuda::attention_prefill(qkv_, qkvw, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                                bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_);
+                                bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_,
+                                kv.elem);
       } else {
         cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_, kv.elem);
       }
     }
     if (!tp_) {
