@@ -12,6 +12,16 @@ namespace tritium::cuda_detail {
 using cuda::check;
 
 void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) {
+  const int O = enqueue_forward(batch, cache);
+  if (opts_.copy_logits) {
+    logits.resize(static_cast<size_t>(O) * c_.vocab_size);
+    check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (logits)");
+  }
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+}
+
+int CudaBackend::enqueue_forward(std::span<const BatchChunk> batch, KvCache& cache) {
   validate_batch(c_, batch, cache);
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
   DevKv& kv = device_kv(cache);
@@ -34,12 +44,7 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   } else {
     run_body(M, S, O, kv);
   }
-  if (opts_.copy_logits) {
-    logits.resize(static_cast<size_t>(O) * c_.vocab_size);
-    check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "cudaMemcpyAsync (logits)");
-  }
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+  return O;
 }
 
 void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S, int64_t max_ctx) {
