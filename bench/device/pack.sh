@@ -2,8 +2,10 @@
 # Builds what bench/device/run.sh needs on the GPU machine and packs it into .device/payload.tar.xz (git-ignored):
 # bin/tritium and bin/tritium_tests built here for sm_90 (stripped), lib/ the shared libraries they need that the
 # device image lacks (the Debian ones: fmt, ICU, PCRE2, Open MPI, ...; CUDA's own libraries are on the device),
-# shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2, the books).
-# Usage, from the repository root: bench/device/pack.sh   (then call the device with carry [".device"])
+# shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2, the books). With BASE_BUILD set to
+# another CUDA build folder (the code before a change), its tritium goes in as bin/tritium-base: run.sh then measures
+# e2e and serve for both in one run.
+# Usage, from the repository root: [BASE_BUILD=DIR] bench/device/pack.sh   (then call the device with carry [".device"])
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
@@ -12,7 +14,9 @@ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA=ON -
 cmake --build build-cuda -j "${JOBS:-$(nproc)}" --target tritium tritium_tests
 P=$(mktemp -d)
 mkdir -p "$P/bin" "$P/lib" "$P/shared/models" "$P/shared/data"
-cp build-cuda/tritium build-cuda/tritium_tests "$P/bin/" && strip "$P/bin/"*
+cp build-cuda/tritium build-cuda/tritium_tests "$P/bin/"
+if [ -n "${BASE_BUILD:-}" ]; then cp "$BASE_BUILD/tritium" "$P/bin/tritium-base"; fi
+strip "$P/bin/"*
 # Every non-system, non-CUDA library the binaries load.
 ldd build-cuda/tritium build-cuda/tritium_tests | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so' |

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The one device runner: `bash bench/device/run.sh SUITE...` from the repository root on the GPU machine, with
-# .device/payload.tar.xz carried (bench/device/pack.sh builds it here). Writes each suite's log and a summary
-# into $OUT. Every step has a timeout, so a hung step costs its limit, not the lease.
+# .device/payload.tar.xz carried (bench/device/pack.sh builds it here; DEVICE_DIR names another folder holding
+# it). Writes each suite's log and a summary into $OUT. Every step has a timeout, so a hung step costs its limit,
+# not the lease.
 #   test     the CUDA tests and the backend harness (every backend against the CPU reference), and
-#            compute-sanitizer memcheck on the kernel and harness tests
+#            compute-sanitizer memcheck on the kernel, sampler and harness tests (MEMCHECK_FILTER: other tests)
 #   kernels  cuda-bench --kernels --int8-kernels: GEMV/GEMM of both ternary layouts and int8 against cuBLAS bf16
 #            and the copy bandwidth measured in the same run
 #   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch 1, 16, 64
 #   serve    `tritium serve --device cuda` on the same model under `tritium bench serve` (128 in / 128 out) at
 #            concurrency 1, 16, 64
 #   tp       tensor parallelism (needs 2 GPUs): the NCCL tests and greedy TP=1 vs TP=2
+# When the payload holds bin/tritium-base (pack.sh with BASE_BUILD set: the build before a change), e2e and serve
+# run it first on the same machine, so before / after figures come from one run.
 set -uo pipefail
-R=$(pwd); D=$R/.device; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; S=$OUT/summary.txt; : > "$S"
+R=$(pwd); D=${DEVICE_DIR:-$R/.device}; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; S=$OUT/summary.txt; : > "$S"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 say() { echo "$*" | tee -a "$S"; }
 T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
@@ -19,7 +22,8 @@ T0=$(date +%s); el() { echo "($(( $(date +%s) - T0 )) s)"; }
 NCCL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=$D/lib:${NCCL_LIB:+$NCCL_LIB:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export TRITIUM_TEST_DATA=$D/shared
-TR=$D/bin/tritium; TT=$D/bin/tritium_tests
+TR=$D/bin/tritium; TT=$D/bin/tritium_tests; TB=$D/bin/tritium-base
+BINS="new:$TR"; [ -x "$TB" ] && BINS="base:$TB $BINS"
 # The tests look for the bundled model and fixtures in the source folder they were built in.
 SRC=$(strings "$TT" | grep -m1 -oE '/[^ ]*/tests/data$' | sed 's#/tests/data$##')
 if [ -n "$SRC" ] && [ ! -e "$SRC/models" ]; then mkdir -p "$SRC/tests" && ln -sfn "$R/models" "$SRC/models" && ln -sfn "$R/tests/data" "$SRC/tests/data"; fi
@@ -30,9 +34,10 @@ synth() { [ -e $SYN/config.json ] || timeout 120 "$TR" synth --shape bitnet-2b4t
 for suite in "$@"; do
   case "$suite" in
   test)
-    timeout 400 "$TT" --gtest_filter='*Cuda*:Cuda*.*:Backends.*' > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
+    timeout 400 "$TT" --gtest_filter='*Cuda*:Cuda*.*:Backends.*:DeviceSampling.*' > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
+    grep -E "^  \[cuda" "$OUT/test.log" | tee -a "$S"
     grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|tests ran" "$OUT/test.log" | head -30 | tee -a "$S"
-    timeout 200 compute-sanitizer --tool memcheck "$TT" --gtest_filter='CudaKernels.*:CudaTc2.*:CudaTcb.*:CudaLayouts.TinyBitnet*:Backends.TinyBitnet*' \
+    timeout 300 compute-sanitizer --tool memcheck "$TT" --gtest_filter="${MEMCHECK_FILTER:-CudaKernels.*:CudaTc2.*:CudaTcb.*:CudaLayouts.TinyBitnet*:Backends.TinyBitnet*:CudaSampling.*:EngineRequests.DeviceSamplingMatchesHostSamplingCuda}" \
       > "$OUT/memcheck.log" 2>&1; say "memcheck rc=$? $(el)"
     grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5 | tee -a "$S"
     ;;
@@ -42,26 +47,34 @@ for suite in "$@"; do
     ;;
   e2e)
     synth; say "synth $(el)"
-    for L in tc2 tcb; do
-      TRITIUM_CUDA_LAYOUT=$L timeout 120 "$TR" cuda-bench -m $SYN --batch 1,16,64 --prompt 32 --gen 64 -r 3 \
-        > "$OUT/e2e_$L.md" 2>&1; say "e2e $L rc=$? $(el)"
-      grep -E "weights read|^\| [0-9]|rror" "$OUT/e2e_$L.md" | tee -a "$S"
+    for B in $BINS; do
+      name=${B%%:*}; bin=${B#*:}
+      for L in tc2 tcb; do
+        [ "$name" = base ] && [ "$L" = tcb ] && continue
+        TRITIUM_CUDA_LAYOUT=$L timeout 120 "$bin" cuda-bench -m $SYN --batch 1,16,64 --prompt 32 --gen 64 -r 3 \
+          > "$OUT/e2e_${name}_$L.md" 2>&1; say "e2e $name $L rc=$? $(el)"
+        grep -E "weights read|KV cache|^\| [0-9]|rror" "$OUT/e2e_${name}_$L.md" | tee -a "$S"
+      done
     done
     ;;
   serve)
     synth; say "synth $(el)"
-    "$TR" serve -m $SYN --device cuda --port 8321 > "$OUT/serve.log" 2>&1 &
-    SP=$!
-    for i in $(seq 1 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8321/health')" 2>/dev/null && break; sleep 1; done
-    for C in 1 16 64; do
-      timeout 180 "$TR" bench serve --url http://127.0.0.1:8321 --max-concurrency $C --num-prompts $((C * 4)) \
-        --input-len 128 --output-len 128 > "$OUT/serve_c$C.md" 2>&1; say "bench serve c=$C rc=$? $(el)"
-      grep -E "throughput|TPOT|TTFT|failed" "$OUT/serve_c$C.md" | head -12 | tee -a "$S"
+    for B in $BINS; do
+      name=${B%%:*}; bin=${B#*:}
+      "$bin" serve -m $SYN --device cuda --port 8321 > "$OUT/serve_$name.log" 2>&1 &
+      SP=$!
+      for i in $(seq 1 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8321/health')" 2>/dev/null && break; sleep 1; done
+      grep -m1 "KV cache" "$OUT/serve_$name.log" | tee -a "$S"
+      for C in 1 16 64; do
+        timeout 180 "$TR" bench serve --url http://127.0.0.1:8321 --max-concurrency $C --num-prompts $((C * 4)) \
+          --input-len 128 --output-len 128 > "$OUT/serve_${name}_c$C.md" 2>&1; say "bench serve $name c=$C rc=$? $(el)"
+        grep -E "throughput|TPOT|TTFT|failed" "$OUT/serve_${name}_c$C.md" | head -12 | tee -a "$S"
+      done
+      kill -TERM $SP; wait $SP; say "serve $name exit rc=$?"
     done
-    kill -TERM $SP; wait $SP; say "serve exit rc=$?"
     ;;
   tp)
-    timeout 200 "$TT" --gtest_filter='TensorParallel*' > "$OUT/tp_tests.log" 2>&1; say "tp tests rc=$? $(el)"
+    timeout 400 "$TT" --gtest_filter='TensorParallel*' > "$OUT/tp_tests.log" 2>&1; say "tp tests rc=$? $(el)"
     grep -E "^\[  (PASSED|FAILED)|FAILED|tp2 vs tp1|SKIP" "$OUT/tp_tests.log" | head -20 | tee -a "$S"
     synth
     for tp in 1 2; do

@@ -35,4 +35,9 @@ std::vector<int64_t> segment_row_begins(std::span<const BatchChunk> batch) {
   return begins;
 }
 
+void Backend::forward_sample(std::span<const BatchChunk>, KvCache&, std::span<const RowSampling>,
+                             std::vector<SampledToken>&) {
+  fail("{}: this backend does not sample on the device", name());
+}
+
 }  // namespace tritium

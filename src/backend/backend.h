@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_sampling.h"
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
 
@@ -68,6 +69,15 @@ class Backend {
   /// KvCache::device_state) and returns logits, float32 [rows, vocab] with rows = BatchShape::logit_rows, in
   /// chunk order. Throws tritium::Error on a batch validate_batch rejects.
   virtual void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) = 0;
+  /// Whether forward_sample() is available: the logits stay on the device and are sampled there.
+  virtual bool samples_on_device() const { return false; }
+  /// forward() of a batch whose chunks all want only their last logits (no all_logits), then sampling of logits
+  /// row i (chunk i) by rows[i] (backend/device_sampling.h) on the device; only the sampled ids and the requested
+  /// logprobs come back, in `out` (size rows.size(); inactive rows unspecified). rows.size() must equal the
+  /// batch size. The default throws tritium::Error (backends without device sampling: the caller samples on the
+  /// host from forward()'s logits).
+  virtual void forward_sample(std::span<const BatchChunk> batch, KvCache& cache, std::span<const RowSampling> rows,
+                              std::vector<SampledToken>& out);
   /// A short name for reports ("CPU", "cuda:0 NVIDIA H200").
   virtual std::string name() const = 0;
   /// Whether forward runs on the host CPU (the read bandwidth of host memory is then its roofline).

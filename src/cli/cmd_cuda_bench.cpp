@@ -1,5 +1,6 @@
 // tritium cuda-bench: the CUDA kernels on the 2B4T shapes vs cuBLAS bf16, and end-to-end decode throughput of a
-// model on the GPU at several batch sizes with the HBM roofline.
+// model on the GPU at several batch sizes with the HBM roofline. Each decode step is a forward plus greedy sampling on
+// the device (Backend::forward_sample: only the ids come back, fed to the next step), as the server runs it.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,6 +28,7 @@ struct CudaBenchArgs {
   int prompt = 32;
   int gen = 64;
   int reps = 3;
+  std::string kv_dtype = "auto";
 };
 
 /// Bytes of weights the GPU reads per decode step: tc2 ternary / int8 / f32 projections + lm_head (bf16 or int8).
@@ -69,6 +71,10 @@ int run(CudaBenchArgs a) {
   const double roof_step = wbytes / (bw * 1e9);
   fmt::print("weights read per decode step: {:.1f} MB; copy bandwidth {:.0f} GB/s -> roofline {:.1f} steps/s\n\n",
              wbytes / 1e6, bw, 1.0 / roof_step);
+  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
+  fmt::print("KV cache {}, {} bytes/token; sampling {}\n\n", kv_dtype_name(kv_dtype),
+             KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1, kv_dtype}.bytes_per_token(),
+             be.samples_on_device() ? "greedy on the device" : "none (logits copied to the host)");
   fmt::print("| batch | prompt | generated | prefill tok/s | decode steps/s | decode tok/s | % of roofline (steps) |\n");
   fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   using clock = std::chrono::steady_clock;
@@ -77,6 +83,7 @@ int run(CudaBenchArgs a) {
   for (int B : a.batches) {
     const int total = a.prompt + a.gen;
     KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(B) * ((total + 15) / 16)};
+    spec.dtype = kv_dtype;
     KvCache cache(spec);
     BlockAllocator alloc(spec.num_blocks);
     std::vector<BlockTable> bts(B);
@@ -87,11 +94,18 @@ int run(CudaBenchArgs a) {
       for (auto& t : p) t = tok(rng);
     std::vector<double> pre, dec;
     std::vector<float> logits;
+    std::vector<RowSampling> rows(B);
+    for (auto& r : rows) r.temperature = 0;  // greedy
+    std::vector<SampledToken> sampled;
+    auto step = [&](std::span<const BatchChunk> batch) {
+      if (be.samples_on_device()) be.forward_sample(batch, cache, rows, sampled);
+      else be.forward(batch, cache, logits);
+    };
     for (int r = 0; r < a.reps + 1; ++r) {
       std::vector<BatchChunk> batch(B);
       for (int b = 0; b < B; ++b) batch[b] = BatchChunk{prompts[b], 0, bts[b].blocks, false};
       auto t0 = clock::now();
-      be.forward(batch, cache, logits);
+      step(batch);
       const double ps = std::chrono::duration<double>(clock::now() - t0).count();
       std::vector<int32_t> next(B);
       for (int b = 0; b < B; ++b) next[b] = tok(rng);
@@ -99,8 +113,9 @@ int run(CudaBenchArgs a) {
       for (int g = 0; g < a.gen; ++g) {
         for (int b = 0; b < B; ++b)
           batch[b] = BatchChunk{std::span<const int32_t>(&next[b], 1), a.prompt + g, bts[b].blocks, false};
-        be.forward(batch, cache, logits);
-        for (int b = 0; b < B; ++b) next[b] = static_cast<int32_t>((next[b] * 7 + g) % c.vocab_size);
+        step(batch);
+        for (int b = 0; b < B; ++b)
+          next[b] = be.samples_on_device() ? sampled[b].id : static_cast<int32_t>((next[b] * 7 + g) % c.vocab_size);
       }
       const double ds = std::chrono::duration<double>(clock::now() - t0).count();
       if (r > 0) {
@@ -130,6 +145,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
   sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: auto (bf16), f32, bf16");
   sub->add_option("-r,--repetitions", a->reps, "repetitions (median; one more as warm-up)")->check(CLI::Range(1, 100));
   runners()[sub] = [a] { return run(*a); };
 });

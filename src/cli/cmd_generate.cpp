@@ -17,7 +17,7 @@ struct GenerateArgs {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
 };
 
 int run(const GenerateArgs& a) {
@@ -30,7 +30,7 @@ int run(const GenerateArgs& a) {
   go.sampling = a.sampling.params();
   go.stop = a.stop;
   go.ignore_eos = a.ignore_eos;
-  go.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  go.kv_dtype = kv_dtype_for(a.kv_dtype, mo);
   const std::vector<int32_t> ids = gen.encode_prompt(a.prompt);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
@@ -59,7 +59,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   add_sampling_options(sub, a->sampling);
   sub->add_option("--stop", a->stop, "stop string (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after EOS");
-  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8, int8");
+  sub->add_option("--kv-cache-dtype", a->kv_dtype,
+                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, fp8, int8");
   runners()[sub] = [a] { return run(*a); };
 });
 

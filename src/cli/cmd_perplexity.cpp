@@ -29,7 +29,7 @@ struct PplArgs {
   std::string save_logits;
   std::string kl_base;
   int batch_tokens = 1024;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   float kv_scale = 0;
 };
 
@@ -54,7 +54,7 @@ int run(const PplArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = lm.tokenizer->encode(text, false);
   const auto& c = lm.model().config();
-  const KvDType kv_dtype = parse_kv_dtype(a.kv_dtype);
+  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
   const float kv_scale = a.kv_scale > 0 ? a.kv_scale
       : calibrate_kv_scale(*lm.backend, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
   // Printed once the text is known to be long enough (errors come first on stderr).
@@ -144,7 +144,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--save-logits", a->save_logits, "save the base model's log-probs of the scored positions "
                   "(safetensors) for a later --kl-divergence run");
   sub->add_option("--kl-divergence", a->kl_base, "compare with a --save-logits file: mean KLD, dPPL, same top-1");
-  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8, int8");
+  sub->add_option("--kv-cache-dtype", a->kv_dtype,
+                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, fp8, int8");
   sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated)");
   sub->add_option("--batch-tokens", a->batch_tokens, "tokens per forward call (rolling mode)")
       ->check(CLI::Range(1, 1 << 20));

@@ -29,7 +29,7 @@ struct ServeArgs {
   std::string served_model_name;
   std::string kv_cache_memory;
   double kv_cache_fraction = 0.10;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   float kv_scale = 0;
   int block_size = 16;
   int max_num_seqs = 64;
@@ -91,7 +91,7 @@ int run(const ServeArgs& a) {
   ec.block_size = a.block_size;
   if (!a.kv_cache_memory.empty()) ec.kv_cache_memory = parse_bytes(a.kv_cache_memory, "--kv-cache-memory");
   ec.kv_cache_fraction = a.kv_cache_fraction;
-  ec.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  ec.kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
   ec.kv_scale = a.kv_scale;
   ec.enable_prefix_caching = !a.no_prefix_caching;
   ec.max_num_seqs = a.max_num_seqs;
@@ -176,7 +176,9 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache pool size, e.g. 256MiB (default: a fraction of free memory)");
   sub->add_option("--kv-cache-fraction", a->kv_cache_fraction, "fraction of MemAvailable for the KV pool when --kv-cache-memory is not given")
       ->check(CLI::Range(0.001, 1.0));
-  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, fp8 (e4m3, per-tensor scale), int8");
+  sub->add_option("--kv-cache-dtype", a->kv_dtype,
+                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, "
+                  "fp8 (e4m3, per-tensor scale), int8");
   sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated at start)");
   sub->add_option("--block-size", a->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   sub->add_option("--max-num-seqs", a->max_num_seqs, "running sequences at most")->check(CLI::Range(1, 4096));

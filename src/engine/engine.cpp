@@ -322,7 +322,7 @@ bool Engine::grammar_done(Req& r, int32_t tok) {
   return g->accepting(r.grammar_state) && !g->can_continue(r.grammar_state);
 }
 
-void Engine::on_token(Req& r, int32_t tok, std::span<const float> raw) {
+void Engine::on_token(Req& r, int32_t tok, TokenLogprob* lp) {
   const auto now = Clock::now();
   {
     std::lock_guard<std::mutex> lk(metrics_mu_);
@@ -337,7 +337,7 @@ void Engine::on_token(Req& r, int32_t tok, std::span<const float> raw) {
 
   RequestOutput o;
   o.token_ids.push_back(tok);
-  if (r.r.logprobs >= 0) o.logprobs.push_back(token_logprob(raw, tok, r.r.logprobs));
+  if (lp) o.logprobs.push_back(std::move(*lp));
   if (!r.prompt_lps_sent) {
     o.prompt_logprobs = std::move(r.prompt_lps);
     r.prompt_lps_sent = true;
@@ -396,8 +396,38 @@ bool Engine::step() {
                                                                                 static_cast<size_t>(c.count)),
                                 c.start, c.seq->blocks.table, all, c.seq->num_prompt});
   }
+  const bool on_device = device_sampling_step(out);
   try {
-    backend_.forward(batch_, *cache_, logits_);
+    if (on_device) {
+      rows_.assign(out.chunks.size(), RowSampling{});
+      bans_.resize(out.chunks.size());
+      for (size_t i = 0; i < out.chunks.size(); ++i) {
+        const ScheduledChunk& c = out.chunks[i];
+        const Req& r = *reqs_.at(c.seq->id);
+        RowSampling& row = rows_[i];
+        // Sampled at this step: the chunk computes the sequence's last token.
+        row.active = c.start + c.count >= c.seq->num_tokens() && r.r.max_tokens > 0;
+        if (!row.active) continue;
+        const SamplingParams& p = r.r.sampling;
+        row.temperature = p.temperature;
+        row.top_k = p.top_k;
+        row.top_p = p.top_p;
+        row.min_p = p.min_p;
+        row.repetition_penalty = p.repetition_penalty;
+        row.presence_penalty = p.presence_penalty;
+        row.frequency_penalty = p.frequency_penalty;
+        row.uniform = is_greedy(p) ? 0.0 : r.sampler->next_uniform();
+        row.prompt = std::span<const int32_t>(r.seq.tokens.data(), static_cast<size_t>(r.seq.num_prompt));
+        row.output = r.output;
+        bans_[i].clear();
+        banned_ids(r, bans_[i]);
+        row.banned = bans_[i];
+        row.logprobs = r.r.logprobs;
+      }
+      backend_.forward_sample(batch_, *cache_, rows_, sampled_);
+    } else {
+      backend_.forward(batch_, *cache_, logits_);
+    }
   } catch (const std::exception& e) {
     for (const auto& c : out.chunks) {
       auto it = reqs_.find(c.seq->id);
@@ -407,6 +437,75 @@ bool Engine::step() {
     return sched_->has_work();
   }
   sched_->on_step_done(out);
+  if (on_device) {
+    sample_on_device(out, sampled_);
+  } else {
+    sample_on_host(out);
+  }
+  {
+    std::lock_guard<std::mutex> lk(metrics_mu_);
+    metrics_.prefix_cache_queries_total = bm_->prefix_query_tokens();
+    metrics_.prefix_cache_hits_total = bm_->prefix_hit_tokens();
+  }
+  update_gauges();
+  return sched_->has_work();
+}
+
+bool Engine::device_sampling_step(const SchedulerOutput& out) const {
+  if (!backend_.samples_on_device()) return false;
+  const int64_t V = backend_.model().vocab_size();
+  for (const auto& c : out.chunks) {
+    const Req& r = *reqs_.at(c.seq->id);
+    if (r.r.prompt_logprobs >= 0 || !r.r.constraints.allowed_token_ids.empty() || r.r.constraints.grammar ||
+        r.r.logprobs > kMaxDeviceTopLogprobs)
+      return false;
+    // Bans that could cover the whole vocabulary need the CPU path's "no token left" check.
+    const TokenConstraints& tc = r.r.constraints;
+    if (static_cast<int64_t>(tc.bad_words.size() + r.r.stop_token_ids.size() + eos_ids_.size()) >= V) return false;
+  }
+  return true;
+}
+
+void Engine::banned_ids(const Req& r, std::vector<int32_t>& ids) const {
+  const TokenConstraints& c = r.r.constraints;
+  const std::vector<int32_t>& out = r.output;
+  for (const auto& w : c.bad_words) {  // as apply_token_constraints
+    if (w.empty()) continue;
+    const size_t n = w.size() - 1;
+    if (out.size() < n) continue;
+    if (std::equal(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), out.end() - static_cast<std::ptrdiff_t>(n)))
+      ids.push_back(w.back());
+  }
+  if (static_cast<int64_t>(out.size()) < c.min_tokens) {
+    ids.insert(ids.end(), r.r.stop_token_ids.begin(), r.r.stop_token_ids.end());
+    ids.insert(ids.end(), eos_ids_.begin(), eos_ids_.end());
+  }
+}
+
+void Engine::sample_on_device(const SchedulerOutput& out, std::vector<SampledToken>& sampled) {
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    if (!rows_[i].active) {
+      Sequence* s = out.chunks[i].seq;
+      Req& r = *reqs_.at(s->id);
+      if (s->num_computed >= s->num_tokens() && r.r.max_tokens == 0) finish(r, "length");  // prefill only
+      continue;
+    }
+    Req& r = *reqs_.at(out.chunks[i].seq->id);
+    SampledToken& t = sampled[i];
+    if (r.r.logprobs < 0) {
+      on_token(r, t.id, nullptr);
+      continue;
+    }
+    TokenLogprob lp;
+    lp.id = t.id;
+    lp.logprob = t.logprob;
+    lp.rank = t.rank;
+    lp.top = std::move(t.top);
+    on_token(r, t.id, &lp);
+  }
+}
+
+void Engine::sample_on_host(const SchedulerOutput& out) {
   const size_t V = static_cast<size_t>(backend_.model().vocab_size());
   std::vector<float> raw;
   size_t row0 = 0;  // first logits row of chunk i
@@ -451,15 +550,10 @@ bool Engine::step() {
     const std::span<const int32_t> prompt(r.seq.tokens.data(), static_cast<size_t>(r.seq.num_prompt));
     // The sampler sees the generated ids so far (the last sampled one is already in seq.tokens).
     const int32_t tok = r.sampler->sample(row, prompt, r.output);
-    on_token(r, tok, r.r.logprobs >= 0 ? std::span<const float>(raw) : std::span<const float>());
+    TokenLogprob lp;
+    if (r.r.logprobs >= 0) lp = token_logprob(raw, tok, r.r.logprobs);
+    on_token(r, tok, r.r.logprobs >= 0 ? &lp : nullptr);
   }
-  {
-    std::lock_guard<std::mutex> lk(metrics_mu_);
-    metrics_.prefix_cache_queries_total = bm_->prefix_query_tokens();
-    metrics_.prefix_cache_hits_total = bm_->prefix_hit_tokens();
-  }
-  update_gauges();
-  return sched_->has_work();
 }
 
 void Engine::update_gauges() {

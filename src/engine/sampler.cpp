@@ -40,56 +40,65 @@ float log_prob(std::span<const float> logits, int32_t id) {
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.has_seed ? p.seed : std::random_device{}()) {}
 
+double Sampler::next_uniform() { return std::generate_canonical<double, 53>(rng_); }
+
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output) {
   apply_penalties(p_, logits, prompt, output);
+  return sample_with_uniform(p_, logits, is_greedy(p_) ? 0.0 : next_uniform(), cand_);
+}
+
+int32_t sample_with_uniform(const SamplingParams& p, std::span<const float> logits, double u,
+                            std::vector<std::pair<float, int32_t>>& cand) {
   const int32_t V = static_cast<int32_t>(logits.size());
-  if (p_.temperature <= 0.0f || p_.top_k == 1) {
+  if (is_greedy(p)) {
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
-  cand_.clear();
+  cand.clear();
   for (int32_t i = 0; i < V; ++i) {
-    if (logits[i] > -INFINITY) cand_.emplace_back(logits[i] / p_.temperature, i);
+    if (logits[i] > -INFINITY) cand.emplace_back(logits[i] / p.temperature, i);
   }
-  if (cand_.empty()) return 0;
+  if (cand.empty()) return 0;
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  if (p_.top_k > 0 && p_.top_k < static_cast<int>(cand_.size())) {
-    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
-    cand_.resize(p_.top_k);
+  if (p.top_k > 0 && p.top_k < static_cast<int>(cand.size())) {
+    std::partial_sort(cand.begin(), cand.begin() + p.top_k, cand.end(), by_logit);
+    cand.resize(p.top_k);
   } else {
-    std::sort(cand_.begin(), cand_.end(), by_logit);
+    std::sort(cand.begin(), cand.end(), by_logit);
   }
-  // softmax over candidates (sorted descending)
-  const float mx = cand_[0].first;
+  // softmax over candidates (sorted descending); exp in double rounded to float, as the device computes it
+  const float mx = cand[0].first;
   double sum = 0;
-  for (auto& c : cand_) {
-    c.first = std::exp(c.first - mx);
+  for (auto& c : cand) {
+    c.first = static_cast<float>(std::exp(static_cast<double>(c.first - mx)));
     sum += c.first;
   }
-  for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
-  if (p_.top_p < 1.0f) {
+  for (auto& c : cand) c.first = static_cast<float>(c.first / sum);
+  if (p.top_p < 1.0f) {
     double cum = 0;
-    size_t keep = cand_.size();
-    for (size_t i = 0; i < cand_.size(); ++i) {
-      cum += cand_[i].first;
-      if (cum >= p_.top_p) { keep = i + 1; break; }
+    size_t keep = cand.size();
+    for (size_t i = 0; i < cand.size(); ++i) {
+      cum += cand[i].first;
+      if (cum >= p.top_p) { keep = i + 1; break; }
     }
-    cand_.resize(std::max<size_t>(1, keep));
+    cand.resize(std::max<size_t>(1, keep));
   }
-  if (p_.min_p > 0.0f) {
-    const float thr = p_.min_p * cand_[0].first;
+  if (p.min_p > 0.0f) {
+    const float thr = p.min_p * cand[0].first;
     size_t keep = 1;
-    while (keep < cand_.size() && cand_[keep].first >= thr) ++keep;
-    cand_.resize(keep);
+    while (keep < cand.size() && cand[keep].first >= thr) ++keep;
+    cand.resize(keep);
   }
+  // The draw walks the kept tokens in id order (the order a parallel scan over the vocabulary gives).
+  std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   double total = 0;
-  for (const auto& c : cand_) total += c.first;
-  std::uniform_real_distribution<double> u(0.0, total);
-  double r = u(rng_), acc = 0;
-  for (const auto& c : cand_) {
+  for (const auto& c : cand) total += c.first;
+  const double r = u * total;
+  double acc = 0;
+  for (const auto& c : cand) {
     acc += c.first;
     if (r < acc) return c.second;
   }
-  return cand_.back().second;
+  return cand.back().second;
 }
 
 bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,

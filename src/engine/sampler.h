@@ -24,14 +24,31 @@ struct SamplingParams {
   bool has_seed = false;
 };
 
+/// Whether `p` samples greedily (temperature <= 0 or top_k == 1): argmax, ties -> lowest id, no draw.
+inline bool is_greedy(const SamplingParams& p) { return p.temperature <= 0.0f || p.top_k == 1; }
+
+/// The sampling rule after the penalties, given the draw u in [0, 1): candidates are the finite logits divided by
+/// the temperature, ordered by (value descending, id ascending); top-k keeps the first k, softmax over those (exp
+/// in double rounded to float, sum in double, p = float(e / sum)), top-p keeps the shortest prefix whose
+/// cumulative p reaches top_p, min-p keeps p >= min_p * p_max; then the kept set is walked in token id order and
+/// the first id whose cumulative p exceeds u * (sum of kept p) is returned (the last kept id if rounding leaves
+/// none; 0 when no logit is finite). Greedy parameters (is_greedy) return the argmax. The device sampler
+/// (backend/device_sampling.h) implements the same rule; `scratch` is reused between calls.
+int32_t sample_with_uniform(const SamplingParams& p, std::span<const float> logits, double u,
+                            std::vector<std::pair<float, int32_t>>& scratch);
+
 /// One request's sampler. Order: repetition/presence/frequency penalties -> temperature -> top-k -> top-p ->
-/// min-p -> draw. Greedy when temperature == 0 (ties -> lowest id). A fixed seed gives reproducible draws.
+/// min-p -> draw (sample_with_uniform). Greedy when temperature == 0 (ties -> lowest id). A fixed seed gives
+/// reproducible draws: one uniform per sampled (non-greedy) token from the request's own generator.
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   /// Picks the next token. logits: [vocab] float32 (modified in place). prompt: prompt ids (for the repetition
   /// penalty), output: generated ids so far.
   int32_t sample(std::span<float> logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
+  /// The next draw in [0, 1) of the request's generator: what sample() consumes for a non-greedy token (the
+  /// engine takes it here when the backend samples on the device).
+  double next_uniform();
   const SamplingParams& params() const { return p_; }
 
  private:

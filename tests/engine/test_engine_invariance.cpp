@@ -1,6 +1,7 @@
 // Serving engine on tiny-bitnet: batch invariance (a request's greedy output does not depend on what runs beside
 // it, on prefix caching, on chunked prefill or on preemption), request features (stop strings/tokens, seeds,
-// logprobs, abort, limits) and KV accounting.
+// logprobs, abort, limits) and KV accounting; the same on the CUDA backend (sampling on the device), where the
+// device sampler must also pick what the CPU sampler picks from the same logits. The CUDA tests skip without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "core/parallel.h"
+#include "backend/cuda/cuda_backend.h"
 #include "model/loader.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
@@ -35,6 +37,36 @@ const Loaded& bitnet() {
   }();
   return l;
 }
+
+// tiny-bitnet on the CUDA backend, loaded per test (a CUDA backend held in a static would be destroyed after the
+// CUDA runtime at exit); nullptr without a GPU.
+std::unique_ptr<Loaded> bitnet_cuda() {
+  if (cuda_device_count() == 0) return nullptr;
+  auto x = std::make_unique<Loaded>();
+  x->model = load_transformer(test::bundled_model());
+  x->be = make_cuda_backend(*x->model);
+  x->tok = Tokenizer::from_file(test::bundled_model() + "/tokenizer.json");
+  return x;
+}
+
+#define REQUIRE_CUDA_MODEL(m)                                                      \
+  const auto m##_p = bitnet_cuda();                                                 \
+  if (!m##_p) GTEST_SKIP() << "no CUDA device (or built without CUDA)";            \
+  const Loaded& m = *m##_p
+
+// A backend that runs `inner`'s forward and leaves sampling to the host: the engine's CPU sampling path over
+// the very logits the device sampler sees.
+class HostSampled final : public Backend {
+ public:
+  explicit HostSampled(std::shared_ptr<Backend> inner) : Backend(borrow(inner->model())), inner_(std::move(inner)) {}
+  void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) override {
+    inner_->forward(batch, cache, logits);
+  }
+  std::string name() const override { return inner_->name() + " (host sampling)"; }
+
+ private:
+  std::shared_ptr<Backend> inner_;
+};
 
 // 16 prompts of varied lengths; several share a long common prefix (prefix cache hits).
 std::vector<std::vector<int32_t>> make_prompts(const Tokenizer& tok, int n) {
@@ -141,35 +173,41 @@ namespace {
 // Greedy output of each request alone (and through the single-request Generator) equals its output among all the
 // others with prefix caching on, with caching off and a small token budget (more prefill chunking), and under
 // forced preemption.
-void check_greedy_invariance(const Loaded& m, const char* what) {
+void check_greedy_invariance(const Loaded& m, const char* what, KvDType kv = KvDType::kF32) {
+  auto cfg_of = [&] {
+    EngineConfig c = small_cfg();
+    c.kv_dtype = kv;
+    return c;
+  };
   const int n = 16;
   const int max_tokens = test::under_sanitizer() ? 4 : 16;
   auto prompts = make_prompts(*m.tok, n);
   std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) alone.push_back(run_all(m, small_cfg(), {p}, max_tokens)[0]);
+  for (const auto& p : prompts) alone.push_back(run_all(m, cfg_of(), {p}, max_tokens)[0]);
   {
     Generator gen(*m.be, *m.tok);
     GenerateOptions go;
     go.max_new_tokens = max_tokens;
     go.sampling.temperature = 0;
     go.ignore_eos = true;
+    go.kv_dtype = kv;
     EXPECT_EQ(gen.generate(prompts[0], go, nullptr, nullptr), alone[0]) << what;
   }
   EngineMetrics mt;
-  auto concurrent = run_all(m, small_cfg(), prompts, max_tokens, &mt);
+  auto concurrent = run_all(m, cfg_of(), prompts, max_tokens, &mt);
   EXPECT_GT(mt.prefix_cache_hits_total, 0);
   for (int i = 0; i < n; ++i) EXPECT_EQ(concurrent[i], alone[i]) << what << ", request " << i << " (prefix caching on)";
   // The same requests again on that engine's kind of cache: served from cached prefixes, same output.
-  auto twice = run_all(m, small_cfg(), [&] { auto d = prompts; d.insert(d.end(), prompts.begin(), prompts.end()); return d; }(),
+  auto twice = run_all(m, cfg_of(), [&] { auto d = prompts; d.insert(d.end(), prompts.begin(), prompts.end()); return d; }(),
                        max_tokens);
   for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(twice[i], alone[i % n]) << what << ", request " << i << " (repeated)";
-  EngineConfig off = small_cfg();
+  EngineConfig off = cfg_of();
   off.enable_prefix_caching = false;
   off.max_num_batched_tokens = 37;
   auto no_cache = run_all(m, off, prompts, max_tokens, &mt);
   EXPECT_EQ(mt.prefix_cache_hits_total, 0);
   for (int i = 0; i < n; ++i) EXPECT_EQ(no_cache[i], alone[i]) << what << ", request " << i << " (prefix caching off)";
-  EngineConfig tiny = small_cfg();
+  EngineConfig tiny = cfg_of();
   tiny.num_blocks = 14;  // 224 token slots for 16 requests
   auto preempted = run_all(m, tiny, prompts, max_tokens, &mt);
   EXPECT_GT(mt.num_preemptions_total, 0);
@@ -181,6 +219,13 @@ void check_greedy_invariance(const Loaded& m, const char* what) {
 TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemption) {
   OneThread one;
   check_greedy_invariance(bitnet(), "tiny-bitnet");
+}
+
+TEST(EngineBatchInvariance, GreedyAloneVsConcurrentPrefixCachingAndPreemptionCuda) {
+  REQUIRE_CUDA_MODEL(m);
+  ASSERT_TRUE(m.be->samples_on_device());
+  check_greedy_invariance(m, "tiny-bitnet cuda");
+  check_greedy_invariance(m, "tiny-bitnet cuda, bf16 KV", KvDType::kBF16);
 }
 
 // Quantization methods whose activation statistics span rows (per-tensor absmax, zero-point, LLM.int8()'s outlier
@@ -200,9 +245,8 @@ TEST(EngineBatchInvariance, Int8MethodsWithCrossRowStatisticsAreInvariant) {
   }
 }
 
-TEST(EngineRequests, SeedReproducibleUnderBatching) {
-  OneThread one;
-  const Loaded& m = bitnet();
+namespace {
+void check_seed_reproducible(const Loaded& m) {
   auto prompts = make_prompts(*m.tok, 6);
   auto sampled = [&](bool batched) {
     Engine eng(*m.be, *m.tok, small_cfg());
@@ -229,6 +273,93 @@ TEST(EngineRequests, SeedReproducibleUnderBatching) {
   EXPECT_EQ(a, c);
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 16u);
+}
+}  // namespace
+
+TEST(EngineRequests, SeedReproducibleUnderBatching) {
+  OneThread one;
+  check_seed_reproducible(bitnet());
+}
+
+TEST(EngineRequests, SeedReproducibleUnderBatchingCuda) {
+  REQUIRE_CUDA_MODEL(m);
+  check_seed_reproducible(m);
+}
+
+// Every sampling option, penalties, token constraints and logprobs, 12 requests at once: sampled on the device
+// they give the tokens (and logprobs) the CPU sampler gives from the same device logits, allowed_token_ids (a
+// host-only constraint) included, which sends its steps to the host path.
+TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
+  REQUIRE_CUDA_MODEL(m);
+  auto prompts = make_prompts(*m.tok, 12);
+  std::vector<EngineRequest> reqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = 12;
+    r.ignore_eos = i % 2 == 0;
+    SamplingParams& p = r.sampling;
+    p.seed = 77 + i;
+    p.has_seed = true;
+    switch (i % 6) {
+      case 0: p.temperature = 0.8f; break;
+      case 1: p.top_k = 20; p.top_p = 0.9f; break;
+      case 2: p.min_p = 0.1f; p.temperature = 1.3f; r.logprobs = 3; break;
+      case 3: p.repetition_penalty = 1.3f; p.presence_penalty = 0.4f; p.frequency_penalty = 0.3f; break;
+      case 4: p.temperature = 0; r.logprobs = 0; r.constraints.bad_words = {{prompts[i][1]}, {13, 11}}; break;
+      case 5: p.top_p = 0.8f; r.constraints.min_tokens = 6; break;
+    }
+    reqs.push_back(r);
+  }
+  auto run = [&](Backend& be, bool with_allowed) {
+    Engine eng(be, *m.tok, small_cfg());
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (auto r : reqs) hs.push_back(eng.add_request(r));
+    if (with_allowed) {  // a request that needs the host path joins midway
+      for (int k = 0; k < 4; ++k) eng.step();
+      EngineRequest a = reqs[0];
+      a.constraints.allowed_token_ids = {5, 6, 7, 100, 200};
+      hs.push_back(eng.add_request(a));
+    }
+    eng.run_until_idle();
+    std::vector<RequestOutput> outs;
+    for (auto& h : hs) outs.push_back(h->wait_all());
+    return outs;
+  };
+  HostSampled host(m.be);
+  ASSERT_FALSE(host.samples_on_device());
+  for (bool with_allowed : {false, true}) {
+    const auto dev = run(*m.be, with_allowed), ref = run(host, with_allowed);
+    ASSERT_EQ(dev.size(), ref.size());
+    for (size_t i = 0; i < dev.size(); ++i) {
+      EXPECT_EQ(dev[i].token_ids, ref[i].token_ids) << "request " << i;
+      EXPECT_EQ(dev[i].finish_reason, ref[i].finish_reason) << "request " << i;
+      ASSERT_EQ(dev[i].logprobs.size(), ref[i].logprobs.size()) << "request " << i;
+      for (size_t t = 0; t < dev[i].logprobs.size(); ++t) {
+        const TokenLogprob &a = dev[i].logprobs[t], &b = ref[i].logprobs[t];
+        EXPECT_EQ(a.id, b.id);
+        EXPECT_EQ(a.rank, b.rank);
+        EXPECT_NEAR(a.logprob, b.logprob, 1e-5);
+        ASSERT_EQ(a.top.size(), b.top.size());
+        for (size_t j = 0; j < a.top.size(); ++j) {
+          EXPECT_EQ(a.top[j].first, b.top[j].first);
+          EXPECT_NEAR(a.top[j].second, b.top[j].second, 1e-5);
+        }
+      }
+    }
+    // The constraints held: min_tokens kept EOS out of the first 6 tokens; the one-token bad word never came.
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (i % 6 == 4) {
+        for (int32_t t : dev[i].token_ids) EXPECT_NE(t, prompts[i][1]);
+      }
+      if (i % 6 == 5) {
+        EXPECT_GE(dev[i].token_ids.size(), 6u);
+      }
+    }
+    if (with_allowed) {
+      for (int32_t t : dev.back().token_ids) EXPECT_TRUE(t == 5 || t == 6 || t == 7 || t == 100 || t == 200) << t;
+    }
+  }
 }
 
 TEST(EngineRequests, StopStringsStopTokensAndLength) {

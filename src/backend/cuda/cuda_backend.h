@@ -7,7 +7,7 @@
 // rows, whose rows of more tokens run the tc2 kernels on a copy rewritten per call. Float projections go to the GPU
 // as f32 for cuBLAS, int8 projections and an int8 lm_head as backend/cuda/int8_linear.h, a float lm_head as bf16 or
 // f32. forward() takes the same BatchChunk batches as the CPU path; the KV cache lives in device memory in the same
-// paged layout, addressed by the same block tables (attached to the host KvCache object, f32 only). Decode batches
+// paged layout, addressed by the same block tables (attached to the host KvCache object; f32 or bf16). Decode batches
 // (every chunk one token, last logits) are captured as a CUDA graph per (rows, sequences) shape and replayed.
 // Design and measurements: bench/CUDA_NOTES.md.
 //

@@ -3,6 +3,7 @@
 //   workspace.cpp        the device workspace of a batch shape and the device copy of a KV cache
 //   forward.cpp          forward(): metadata, attention plan, the layer loop, the projections
 //   graphs.cpp           the cache of CUDA graphs of decode steps
+//   sampling.cpp         forward_sample(): the forward, then DeviceSampler (device_sampler.h) on its logits
 //   tensor_parallel.cpp  the tensor-parallel setup checks and the all-gather of column blocks
 //   cuda_backend.cpp     the entry points of cuda_backend.h
 //
@@ -26,6 +27,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_arena.h"
+#include "backend/cuda/device_sampler.h"
 #include "backend/cuda/int8_linear.h"
 #include "core/error.h"
 #include "kernels/cuda/kernels.h"
@@ -57,13 +59,15 @@ struct DevLayer {
   DevLinear qkv, o, gate_up, down;
 };
 
-/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] f32.
+/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] of `elem` (f32 or bf16).
 struct DevKv {
   int64_t num_blocks = 0;
   int block_size = 0, layers = 0, kv_dim = 0;
-  float* base = nullptr;
-  float* k(int l) const { return base + (2 * static_cast<size_t>(l)) * pool(); }
-  float* v(int l) const { return base + (2 * static_cast<size_t>(l) + 1) * pool(); }
+  cuda::KvElem elem = cuda::KvElem::kF32;
+  void* base = nullptr;
+  size_t elem_bytes() const { return elem == cuda::KvElem::kBF16 ? 2 : 4; }
+  void* k(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l)) * pool() * elem_bytes(); }
+  void* v(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l) + 1) * pool() * elem_bytes(); }
   size_t pool() const { return static_cast<size_t>(num_blocks) * block_size * kv_dim; }
   ~DevKv() {
     if (base) cudaFree(base);
@@ -75,6 +79,10 @@ class CudaBackend final : public Backend {
   CudaBackend(std::shared_ptr<const Transformer> model, const CudaOptions& o);
   ~CudaBackend() override;
   void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) override;
+  /// Sampling on the device (sampling.cpp); not with tensor parallelism (the group's leader samples on the host).
+  bool samples_on_device() const override { return !tp_; }
+  void forward_sample(std::span<const BatchChunk> batch, KvCache& cache, std::span<const RowSampling> rows,
+                      std::vector<SampledToken>& out) override;
   std::string name() const override { return name_; }
 
  private:
@@ -92,6 +100,8 @@ class CudaBackend final : public Backend {
   DevKv& device_kv(KvCache& cache);
 
   // ---- forward (forward.cpp, graphs.cpp)
+  /// Enqueues the forward of `batch` on stream_ (logits_ [O, vocab] on the device when it has run); returns O.
+  int enqueue_forward(std::span<const BatchChunk> batch, KvCache& cache);
   /// Sets the attention kernels of this forward: attn_split_, ntiles_ and tiles_h_.
   void plan_attention(std::span<const BatchChunk> batch, int M, int S, int64_t max_ctx);
   /// Copies the batch's metadata (tokens, positions, row sequences, logit rows, block tables, prefill tiles) to
@@ -167,6 +177,8 @@ class CudaBackend final : public Backend {
   const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *seg_d_ = nullptr, *out_d_ = nullptr,
                 *bt_d_ = nullptr,
                 *tiles_d_ = nullptr;
+
+  DeviceSampler sampler_;  // forward_sample (sampling.cpp)
 
   struct GraphEntry {
     int seen = 0;

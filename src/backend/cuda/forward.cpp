@@ -13,6 +13,19 @@ namespace tritium::cuda_detail {
 using cuda::check;
 
 void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) {
+  const int O = enqueue_forward(batch, cache);
+  // Tensor parallel: a bounded wait that aborts the group when a rank died or hangs (NcclComm::wait), before the
+  // copy to pageable memory (which would block on a stuck stream).
+  if (opts_.tp_comm) opts_.tp_comm->wait(stream_, "the forward's collectives", env::tp_timeout_seconds());
+  if (opts_.copy_logits) {
+    logits.resize(static_cast<size_t>(O) * c_.vocab_size);
+    check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (logits)");
+  }
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+}
+
+int CudaBackend::enqueue_forward(std::span<const BatchChunk> batch, KvCache& cache) {
   validate_batch(c_, batch, cache);
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
   DevKv& kv = device_kv(cache);
@@ -35,15 +48,7 @@ void CudaBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std
   } else {
     run_body(M, S, O, kv);
   }
-  // Tensor parallel: a bounded wait that aborts the group when a rank died or hangs (NcclComm::wait), before the
-  // copy to pageable memory (which would block on a stuck stream).
-  if (opts_.tp_comm) opts_.tp_comm->wait(stream_, "the forward's collectives", env::tp_timeout_seconds());
-  if (opts_.copy_logits) {
-    logits.resize(static_cast<size_t>(O) * c_.vocab_size);
-    check(cudaMemcpyAsync(logits.data(), logits_, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "cudaMemcpyAsync (logits)");
-  }
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (forward)");
+  return O;
 }
 
 void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S, int64_t max_ctx) {
@@ -141,16 +146,17 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
       // attn_split_ > 1 (long contexts): split-K; its grid does not depend on the positions (graph-safe).
       cuda::attention_decode_rope_split(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_,
                                         pos_d_, seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_,
-                                        attn_split_, attn_part_, attn_cnt_, stream_);
+                                        attn_split_, attn_part_, attn_cnt_, stream_, kv.elem);
     } else {
       cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
-                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_);
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_, kv.elem);
       if (ntiles_ > 0) {
         cuda::attention_prefill(qkv_, qkvw, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                                bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_);
+                                bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_,
+                                kv.elem);
       } else {
         cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_);
+                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_, kv.elem);
       }
     }
     if (!tp_) {

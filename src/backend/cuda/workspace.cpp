@@ -61,18 +61,20 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
 
 DevKv& CudaBackend::device_kv(KvCache& cache) {
   const KvCacheSpec& s = cache.spec();
-  TRITIUM_CHECK(s.dtype == KvDType::kF32, "CUDA backend: KV cache dtype {} is not supported (f32 only)",
-                kv_dtype_name(s.dtype));
+  TRITIUM_CHECK(s.dtype == KvDType::kF32 || s.dtype == KvDType::kBF16,
+                "CUDA backend: KV cache dtype {} is not supported (f32 or bf16)", kv_dtype_name(s.dtype));
+  const cuda::KvElem elem = s.dtype == KvDType::kBF16 ? cuda::KvElem::kBF16 : cuda::KvElem::kF32;
   TRITIUM_CHECK(s.num_layers == c_.num_layers && s.kv_dim() == c_.kv_dim(),
                 "CUDA backend: KV cache shape does not match the model");
   auto* kv = static_cast<DevKv*>(cache.device_state().get());
-  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size) {
+  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size || kv->elem != elem) {
     auto p = std::make_shared<DevKv>();
     p->num_blocks = s.num_blocks;
     p->block_size = s.block_size;
     p->layers = s.num_layers;
     p->kv_dim = s.kv_dim();
-    const size_t bytes = 2 * static_cast<size_t>(s.num_layers) * p->pool() * sizeof(float);
+    p->elem = elem;
+    const size_t bytes = 2 * static_cast<size_t>(s.num_layers) * p->pool() * p->elem_bytes();
     check(cudaMalloc(reinterpret_cast<void**>(&p->base), std::max<size_t>(bytes, 256)), "cudaMalloc (KV cache)");
     check(cudaMemset(p->base, 0, std::max<size_t>(bytes, 256)), "cudaMemset (KV cache)");
     kv = p.get();

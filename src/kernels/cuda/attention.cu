@@ -17,8 +17,8 @@
 // Each active block writes its partial state (O unnormalized, max, sum) to scratch; the last block of the
 // (row, head) to finish (an atomic counter, reset by that block) merges the partials into out.
 //
-// attention_prefill_kernel (flash-attention style, f32): one block per (tile of query rows of one sequence with
-// consecutive positions, KV head); the tile's rows x the KV head's query heads (64 query vectors) share each
+// attention_prefill_kernel (flash-attention style, f32 arithmetic): one block per (tile of query rows of one sequence
+// with consecutive positions, KV head); the tile's rows x the KV head's query heads (64 query vectors) share each
 // K/V tile of 32 positions staged in shared memory; online softmax per query vector, causal mask by pos[r].
 #include <cuda_runtime.h>
 
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention_block.cuh"
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -42,17 +43,17 @@ void fail_arg(const char* what, const char* why) {
   check(cudaErrorInvalidValue, msg.c_str());
 }
 
-template <int D, bool FUSED, bool SPLIT>
+template <int D, bool FUSED, bool SPLIT, class KT>
 __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict__ q, int64_t ldq, int H, int KVH,
                                                         const int32_t* __restrict__ pos,
                                                         const int32_t* __restrict__ seq,
                                                         const int32_t* __restrict__ bt, int btw, int bs,
-                                                        float* __restrict__ kpool, float* __restrict__ vpool,
+                                                        KT* __restrict__ kpool, KT* __restrict__ vpool,
                                                         float* __restrict__ out, float scale,
                                                         const float* __restrict__ cos_t,
                                                         const float* __restrict__ sin_t, int nsplit,
                                                         float* __restrict__ part, int* __restrict__ cnt) {
-  attention_block<D, FUSED, SPLIT>(blockIdx.x, blockIdx.y, blockIdx.z, q, ldq, H, KVH, pos, seq, bt, btw, bs, kpool,
+  attention_block<D, FUSED, SPLIT, KT>(blockIdx.x, blockIdx.y, blockIdx.z, q, ldq, H, KVH, pos, seq, bt, btw, bs, kpool,
                                    vpool, out, scale, cos_t, sin_t, nsplit, part, cnt);
 }
 
@@ -69,11 +70,11 @@ constexpr size_t flash_smem_bytes() {
 // Thread t: query vectors 4 (t / 16) .. + 3 (the 16 lanes of a half-warp share them), score columns t % 16 and
 // t % 16 + 16 of each K/V tile, output dimensions 64 j + 4 (t % 16) .. + 3. Query vector v = position t_v = v / G
 // of the tile, head kvh * G + v % G.
-template <int D>
+template <int D, class KT>
 __global__ void __launch_bounds__(256) attention_prefill_kernel(
     const float* __restrict__ q, int64_t ldq, int H, int KVH, const int32_t* __restrict__ pos,
-    const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs, const float* __restrict__ kpool,
-    const float* __restrict__ vpool, float* __restrict__ out, float scale, const int32_t* __restrict__ tiles) {
+    const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs, const KT* __restrict__ kpool,
+    const KT* __restrict__ vpool, float* __restrict__ out, float scale, const int32_t* __restrict__ tiles) {
   static_assert(D % 64 == 0, "head_dim must be 64 or 128");
   constexpr int QS = D + 4, KS = D + 4, DJ = D / 64;
   extern __shared__ float4 flash_smem[];
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(256) attention_prefill_kernel(
       float4 kv4 = make_float4(0.f, 0.f, 0.f, 0.f), vv4 = kv4;
       if (kp < n_kv) {
         const int64_t off = (static_cast<int64_t>(table[kp / bs]) * bs + kp % bs) * kvd + kvh * D + 4 * c4;
-        kv4 = *reinterpret_cast<const float4*>(kpool + off);
-        vv4 = *reinterpret_cast<const float4*>(vpool + off);
+        kv4 = KvIO<KT>::load4(kpool + off);
+        vv4 = KvIO<KT>::load4(vpool + off);
       }
       *reinterpret_cast<float4*>(Ks + p * KS + 4 * c4) = kv4;
       *reinterpret_cast<float4*>(Vs + p * D + 4 * c4) = vv4;
@@ -217,8 +218,8 @@ __global__ void __launch_bounds__(256) attention_prefill_kernel(
   }
 }
 
-/// Opts attention_prefill_kernel<D> in to its dynamic shared memory, once per device (before any graph capture).
-template <int D>
+/// Opts attention_prefill_kernel<D, KT> in to its dynamic shared memory, once per device (before any graph capture).
+template <int D, class KT>
 void set_smem_once() {
   constexpr size_t smem = flash_smem_bytes<D>();
   static std::atomic<uint64_t> done{0};  // bit d: set on device d (devices >= 64: every call)
@@ -226,31 +227,47 @@ void set_smem_once() {
   check(cudaGetDevice(&dev), "cudaGetDevice");
   const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
   if (bit != 0 && (done.load() & bit) != 0) return;
-  check(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  check(cudaFuncSetAttribute(attention_prefill_kernel<D, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem)),
         "attention_prefill smem attribute");
   done.fetch_or(bit);
 }
 
-template <bool FUSED, bool SPLIT>
-void launch_attention(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
-                      const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
-                      const int32_t* block_tables, int bt_width, int block_size, float* k_pool, float* v_pool,
-                      float* out, int nsplit, float* part, int32_t* cnt, cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (KVH <= 0 || H % KVH != 0) fail_arg(what, "heads");
+template <bool FUSED, bool SPLIT, class KT>
+void launch_attention_t(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
+                        const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
+                        const int32_t* block_tables, int bt_width, int block_size, KT* k_pool, KT* v_pool, float* out,
+                        int nsplit, float* part, int32_t* cnt, cudaStream_t stream) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const dim3 grid(rows, H, SPLIT ? nsplit : 1);
   switch (D) {
     case 64:
-      launch(attention_kernel<64, FUSED, SPLIT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
+      launch(attention_kernel<64, FUSED, SPLIT, KT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
              block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt);
       break;
     case 128:
-      launch(attention_kernel<128, FUSED, SPLIT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
+      launch(attention_kernel<128, FUSED, SPLIT, KT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
              block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt);
       break;
     default: fail_arg(what, "head_dim must be 64 or 128");
+  }
+}
+
+template <bool FUSED, bool SPLIT>
+void launch_attention(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
+                      const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
+                      const int32_t* block_tables, int bt_width, int block_size, void* k_pool, void* v_pool,
+                      float* out, int nsplit, float* part, int32_t* cnt, cudaStream_t stream, KvElem kv) {
+  if (rows <= 0) return;
+  if (KVH <= 0 || H % KVH != 0) fail_arg(what, "heads");
+  if (kv == KvElem::kBF16) {
+    launch_attention_t<FUSED, SPLIT>(what, q, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
+                                     block_size, static_cast<__nv_bfloat16*>(k_pool),
+                                     static_cast<__nv_bfloat16*>(v_pool), out, nsplit, part, cnt, stream);
+  } else {
+    launch_attention_t<FUSED, SPLIT>(what, q, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
+                                     block_size, static_cast<float*>(k_pool), static_cast<float*>(v_pool), out, nsplit,
+                                     part, cnt, stream);
   }
 }
 
@@ -263,19 +280,20 @@ void check_split(const char* what, int nsplit, const float* part, const int32_t*
 
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
-                     const float* k_pool, const float* v_pool, float* out, cudaStream_t stream) {
+                     const void* k_pool, const void* v_pool, float* out, cudaStream_t stream, KvElem kv) {
   // The unfused kernel does not write the pools.
   launch_attention<false, false>("attention_paged", q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq,
-                                 block_tables, bt_width, block_size, const_cast<float*>(k_pool),
-                                 const_cast<float*>(v_pool), out, 1, nullptr, nullptr, stream);
+                                 block_tables, bt_width, block_size, const_cast<void*>(k_pool),
+                                 const_cast<void*>(v_pool), out, 1, nullptr, nullptr, stream, kv);
 }
 
 void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                            const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
-                           int bt_width, int block_size, float* k_pool, float* v_pool, float* out,
-                           cudaStream_t stream) {
+                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out,
+                           cudaStream_t stream, KvElem kv) {
   launch_attention<true, false>("attention_decode_rope", qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq,
-                                block_tables, bt_width, block_size, k_pool, v_pool, out, 1, nullptr, nullptr, stream);
+                                block_tables, bt_width, block_size, k_pool, v_pool, out, 1, nullptr, nullptr, stream,
+                                kv);
 }
 
 int attention_split_count(int rows, int H) {
@@ -291,33 +309,33 @@ int attention_split_count(int rows, int H) {
 
 void attention_paged_split(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                            const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
-                           const float* k_pool, const float* v_pool, float* out, int nsplit, float* partial,
-                           int32_t* counters, cudaStream_t stream) {
+                           const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial,
+                           int32_t* counters, cudaStream_t stream, KvElem kv) {
   check_split("attention_paged_split", nsplit, partial, counters);
   if (nsplit == 1) {
     attention_paged(q, ldq, rows, H, KVH, D, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out,
-                    stream);
+                    stream, kv);
     return;
   }
   launch_attention<false, true>("attention_paged_split", q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq,
-                                block_tables, bt_width, block_size, const_cast<float*>(k_pool),
-                                const_cast<float*>(v_pool), out, nsplit, partial, counters, stream);
+                                block_tables, bt_width, block_size, const_cast<void*>(k_pool),
+                                const_cast<void*>(v_pool), out, nsplit, partial, counters, stream, kv);
 }
 
 void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                                  const float* sin_t, const int32_t* pos, const int32_t* seq,
-                                 const int32_t* block_tables, int bt_width, int block_size, float* k_pool,
-                                 float* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                                 cudaStream_t stream) {
+                                 const int32_t* block_tables, int bt_width, int block_size, void* k_pool,
+                                 void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
+                                 cudaStream_t stream, KvElem kv) {
   check_split("attention_decode_rope_split", nsplit, partial, counters);
   if (nsplit == 1) {
     attention_decode_rope(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
-                          k_pool, v_pool, out, stream);
+                          k_pool, v_pool, out, stream, kv);
     return;
   }
   launch_attention<true, true>("attention_decode_rope_split", qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq,
                                block_tables, bt_width, block_size, k_pool, v_pool, out, nsplit, partial, counters,
-                               stream);
+                               stream, kv);
 }
 
 int attention_prefill_tile_rows(int H, int KVH) {
@@ -339,29 +357,46 @@ void attention_prefill_tiles(const int32_t* pos, const int32_t* seq, int rows, i
   }
 }
 
-void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
-                       const int32_t* block_tables, int bt_width, int block_size, const float* k_pool,
-                       const float* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream) {
-  if (ntiles <= 0) return;
-  if (attention_prefill_tile_rows(H, KVH) == 0) fail_arg("attention_prefill", "heads (H / KVH must be 1..64)");
+namespace {
+template <class KT>
+void launch_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
+                    const int32_t* block_tables, int bt_width, int block_size, const KT* k_pool, const KT* v_pool,
+                    float* out, const int32_t* tiles, int ntiles, cudaStream_t stream) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const dim3 grid(ntiles, KVH);
   switch (D) {
     case 64: {
       constexpr size_t smem = flash_smem_bytes<64>();
-      set_smem_once<64>();
-      launch(attention_prefill_kernel<64>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
+      set_smem_once<64, KT>();
+      launch(attention_prefill_kernel<64, KT>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH,
+             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
       break;
     }
     case 128: {
       constexpr size_t smem = flash_smem_bytes<128>();
-      set_smem_once<128>();
-      launch(attention_prefill_kernel<128>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
+      set_smem_once<128, KT>();
+      launch(attention_prefill_kernel<128, KT>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH,
+             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
       break;
     }
     default: fail_arg("attention_prefill", "head_dim must be 64 or 128");
+  }
+}
+}  // namespace
+
+void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
+                       const int32_t* block_tables, int bt_width, int block_size, const void* k_pool,
+                       const void* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream,
+                       KvElem kv) {
+  if (ntiles <= 0) return;
+  if (attention_prefill_tile_rows(H, KVH) == 0) fail_arg("attention_prefill", "heads (H / KVH must be 1..64)");
+  if (kv == KvElem::kBF16) {
+    launch_prefill(q, ldq, H, KVH, D, pos, seq, block_tables, bt_width, block_size,
+                   static_cast<const __nv_bfloat16*>(k_pool), static_cast<const __nv_bfloat16*>(v_pool), out, tiles,
+                   ntiles, stream);
+  } else {
+    launch_prefill(q, ldq, H, KVH, D, pos, seq, block_tables, bt_width, block_size, static_cast<const float*>(k_pool),
+                   static_cast<const float*>(v_pool), out, tiles, ntiles, stream);
   }
 }
 

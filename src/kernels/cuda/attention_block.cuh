@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace tritium::cuda {
@@ -29,13 +30,14 @@ __device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s,
 
 /// One (row r, head h, chunk z) work item of the paged attention; every thread of the 256-thread block calls
 /// it with the same arguments. z is ignored without SPLIT. U: positions per 8-lane group in flight per step (the
-/// block takes 32 U positions per step). FUSED: RoPE at position pos[r] from the tables cos_t / sin_t.
-template <int D, bool FUSED, bool SPLIT, int U = 2>
+/// block takes 32 U positions per step). FUSED: RoPE at position pos[r] from the tables cos_t / sin_t. KT: the
+/// pools' element (kv_elem.cuh); the new position's k and v are rounded to it before they are attended.
+template <int D, bool FUSED, bool SPLIT, class KT = float, int U = 2>
 __device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H,
                                                 int KVH, const int32_t* __restrict__ pos,
                                                 const int32_t* __restrict__ seq, const int32_t* __restrict__ bt,
-                                                int btw, int bs, float* __restrict__ kpool,
-                                                float* __restrict__ vpool, float* __restrict__ out, float scale,
+                                                int btw, int bs, KT* __restrict__ kpool,
+                                                KT* __restrict__ vpool, float* __restrict__ out, float scale,
                                                 const float* __restrict__ cos_t, const float* __restrict__ sin_t,
                                                 int nsplit, float* __restrict__ part, int* __restrict__ cnt) {
   constexpr int DL = D / 8;
@@ -104,11 +106,13 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
 #pragma unroll
     for (int i = 0; i < DL; ++i) kc[i] = __ldcg(row + i), vc[i] = __ldcg(row + kvd + i);
     rope(kc);
+#pragma unroll
+    for (int i = 0; i < DL; ++i) kc[i] = KvIO<KT>::round(kc[i]), vc[i] = KvIO<KT>::round(vc[i]);
     if (has_new && h % (H / KVH) == 0 && grp == 0) {
       const int p = n_all - 1;
       const int64_t off = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * kvd + kvh * D + sub * DL;
 #pragma unroll
-      for (int i = 0; i < DL; ++i) kpool[off + i] = kc[i], vpool[off + i] = vc[i];
+      for (int i = 0; i < DL; ++i) KvIO<KT>::store(kpool + off + i, kc[i]), KvIO<KT>::store(vpool + off + i, vc[i]);
     }
   }
   float m = -INFINITY, l = 0.0f, o[DL];
@@ -126,10 +130,8 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
       if (p < n_end) {
         const int blk = base == p_begin + warp_first ? first_blocks[u] : table[p / bs];
         const int64_t off = (static_cast<int64_t>(blk) * bs + p % bs) * kvd + kvh * D + sub * DL;
-        const float4* kp = reinterpret_cast<const float4*>(kpool + off);
-        const float4* vp = reinterpret_cast<const float4*>(vpool + off);
-#pragma unroll
-        for (int i = 0; i < DL / 4; ++i) kv[u][i] = kp[i], vv[u][i] = vp[i];
+        KvIO<KT>::template load<DL>(kpool + off, kv[u]);
+        KvIO<KT>::template load<DL>(vpool + off, vv[u]);
       }
     }
 #pragma unroll

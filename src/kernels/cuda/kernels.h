@@ -140,23 +140,29 @@ void embedding(const float* table, const int32_t* tokens, int rows, int D, float
 void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
                            cudaStream_t stream);
 
+/// Element type of the paged KV pools below: float32, or bf16 (rounded to nearest even when written, read back as
+/// float; every kernel, the fused decode one too, attends the rounded values, so results do not depend on which
+/// kernel wrote a position).
+enum class KvElem { kF32, kBF16 };
+
 /// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
 /// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the
 /// backend copies them from the host before the forward).
 /// Applies RoPE (HF rotate_half, cos/sin from tables [max_pos, head_dim/2] at pos[r]) in place to the q and k
-/// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged f32 KV pools of
-/// one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
+/// heads of qkv rows [rows, q_dim + 2 kv_dim] and writes each row's k and v into the paged KV pools (elements
+/// `kv`) of one layer ([num_blocks, block_size, kv_dim]) at the slot of pos[r] in block table
 /// block_tables[seq[r] * bt_width ...].
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
-                   int block_size, float* k_pool, float* v_pool, cudaStream_t stream);
+                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvElem kv = KvElem::kF32);
 
 /// Causal GQA attention of each row over its sequence's paged KV cache, positions 0..pos[r]:
 /// q rows with stride ldq (head h at h * D), out [rows, H * D]. Online softmax (flash-decoding style),
 /// float32. D must be a multiple of 32 and at most 256.
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
-                     const float* k_pool, const float* v_pool, float* out, cudaStream_t stream);
+                     const void* k_pool, const void* v_pool, float* out, cudaStream_t stream,
+                     KvElem kv = KvElem::kF32);
 
 /// Decode rows only (each row the single new token of its own sequence, at position pos[r]): rope_kv_write
 /// followed by attention_paged in one kernel. qkv rows [rows, q_dim + 2 kv_dim] with stride ldq are read and
@@ -164,8 +170,8 @@ void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int 
 /// out as attention_paged (the new position is added to the softmax last, so sums may differ in rounding).
 void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                            const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
-                           int bt_width, int block_size, float* k_pool, float* v_pool, float* out,
-                           cudaStream_t stream);
+                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out,
+                           cudaStream_t stream, KvElem kv = KvElem::kF32);
 
 /// Most chunks per (row, head) of the split-K (flash-decoding) attention below.
 inline constexpr int kAttentionMaxSplit = 16;
@@ -185,13 +191,13 @@ int attention_split_count(int rows, int H);
 /// (scratch may then be null). Throws tritium::Error on bad arguments.
 void attention_paged_split(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                            const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
-                           const float* k_pool, const float* v_pool, float* out, int nsplit, float* partial,
-                           int32_t* counters, cudaStream_t stream);
+                           const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial,
+                           int32_t* counters, cudaStream_t stream, KvElem kv = KvElem::kF32);
 void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                                  const float* sin_t, const int32_t* pos, const int32_t* seq,
-                                 const int32_t* block_tables, int bt_width, int block_size, float* k_pool,
-                                 float* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                                 cudaStream_t stream);
+                                 const int32_t* block_tables, int bt_width, int block_size, void* k_pool,
+                                 void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
+                                 cudaStream_t stream, KvElem kv = KvElem::kF32);
 
 /// Query rows per tile of attention_prefill: 64 / (H / KVH) (the tile's rows x the KV head's query heads are
 /// the block's 64 query vectors); 0 when H / KVH is not an integer in 1..64.
@@ -209,8 +215,9 @@ void attention_prefill_tiles(const int32_t* pos, const int32_t* seq, int rows, i
 /// with tile_rows = attention_prefill_tile_rows(H, KVH)); K/V tiles of 32 positions are shared in shared memory
 /// by all query rows and query heads of a tile. D 64 or 128. Throws tritium::Error on bad arguments.
 void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
-                       const int32_t* block_tables, int bt_width, int block_size, const float* k_pool,
-                       const float* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream);
+                       const int32_t* block_tables, int bt_width, int block_size, const void* k_pool,
+                       const void* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream,
+                       KvElem kv = KvElem::kF32);
 
 /// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_ops.cuh"
 
@@ -169,10 +170,11 @@ __global__ void embedding_kernel(const float* __restrict__ table, const int32_t*
   for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
 }
 
+template <class KT>
 __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, const float* __restrict__ cos_t,
                                const float* __restrict__ sin_t, const int32_t* __restrict__ pos,
                                const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs,
-                               float* __restrict__ kpool, float* __restrict__ vpool) {
+                               KT* __restrict__ kpool, KT* __restrict__ vpool) {
   const int r = blockIdx.x, half = D / 2;
   const int qd = H * D, kvd = KVH * D;
   float* row = qkv + static_cast<int64_t>(r) * (qd + 2 * kvd);
@@ -192,11 +194,11 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
     v[i] = na;
     v[i + half] = nb;
     if (is_k) {
-      kpool[slot + (hh - H) * D + i] = na;
-      kpool[slot + (hh - H) * D + i + half] = nb;
+      KvIO<KT>::store(kpool + slot + (hh - H) * D + i, na);
+      KvIO<KT>::store(kpool + slot + (hh - H) * D + i + half, nb);
     }
   }
-  for (int d = threadIdx.x; d < kvd; d += blockDim.x) vpool[slot + d] = row[qd + kvd + d];
+  for (int d = threadIdx.x; d < kvd; d += blockDim.x) KvIO<KT>::store(vpool + slot + d, row[qd + kvd + d]);
 }
 
 __global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int relu2, float* __restrict__ act) {
@@ -309,10 +311,16 @@ void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32
 
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
-                   int block_size, float* k_pool, float* v_pool, cudaStream_t stream) {
+                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvElem kv) {
   if (rows <= 0) return;
-  launch(rope_kv_kernel, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t, pos, seq,
-         block_tables, bt_width, block_size, k_pool, v_pool);
+  if (kv == KvElem::kBF16) {
+    launch(rope_kv_kernel<__nv_bfloat16>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t,
+           sin_t, pos, seq, block_tables, bt_width, block_size, static_cast<__nv_bfloat16*>(k_pool),
+           static_cast<__nv_bfloat16*>(v_pool));
+  } else {
+    launch(rope_kv_kernel<float>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t,
+           pos, seq, block_tables, bt_width, block_size, static_cast<float*>(k_pool), static_cast<float*>(v_pool));
+  }
 }
 
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {

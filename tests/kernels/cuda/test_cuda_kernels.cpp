@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
@@ -1077,6 +1078,84 @@ TEST(CudaKernels, AttentionPrefillMatchesPaged) {
         }
       }
     }
+  }
+}
+
+
+// bf16 KV pools: rope_kv_write stores each k / v rounded to bf16 (round to nearest even, core/dtype.h); the paged,
+// split-K and prefill kernels over them give bit for bit what they give over f32 pools holding the rounded values;
+// the fused decode kernel writes the same pool bits and attends the rounded new position (within 1e-5 of the
+// unfused kernels, which add it in another order).
+TEST(CudaKernels, Bf16KvPoolsMatchF32PoolsOfRoundedValues) {
+  REQUIRE_GPU();
+  std::mt19937 rng(53);
+  for (int D : {64, 128}) {
+    const int H = 8, KVH = 2, bs = 16, half = D / 2, qd = H * D, kvd = KVH * D, w = qd + 2 * kvd;
+    const std::vector<int> T = {37, 300};  // prefill lengths of two sequences
+    PagedCase pc(rng, H, KVH, D, T);
+    const size_t pool = pc.kpool.size();
+    const int maxpos = 400;
+    std::vector<float> ct(static_cast<size_t>(maxpos) * half), sn(ct.size());
+    for (size_t i = 0; i < ct.size(); ++i) ct[i] = std::cos(0.003f * i), sn[i] = std::sin(0.003f * i);
+    std::vector<int32_t> pos, seq;
+    for (int s = 0; s < 2; ++s)
+      for (int t = 0; t < T[s]; ++t) pos.push_back(t), seq.push_back(s);
+    const int rows = static_cast<int>(pos.size());
+    const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
+    DevBuf<float> dct(ct), dsn(sn), q32(qkv), q16(qkv), k32(pool), v32(pool), o32(static_cast<size_t>(rows) * qd),
+        o16(static_cast<size_t>(rows) * qd), part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
+    DevBuf<uint16_t> k16(pool), v16(pool);
+    DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
+    cnt.up(std::vector<int32_t>(cnt.n, 0));
+    k32.up(std::vector<float>(pool, 0.0f)), v32.up(std::vector<float>(pool, 0.0f));
+    k16.up(std::vector<uint16_t>(pool, 0)), v16.up(std::vector<uint16_t>(pool, 0));
+    cuda::rope_kv_write(q32.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, nullptr);
+    cuda::rope_kv_write(q16.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, nullptr,
+                        cuda::KvElem::kBF16);
+    EXPECT_EQ(q32.down(), q16.down()) << "rotated q / k rows";
+    auto kf = k32.down(), vf = v32.down();
+    const auto kb = k16.down(), vb = v16.down();
+    for (size_t i = 0; i < pool; ++i) {
+      ASSERT_EQ(kb[i], f32_to_bf16(kf[i])) << "k pool " << i;
+      ASSERT_EQ(vb[i], f32_to_bf16(vf[i])) << "v pool " << i;
+      kf[i] = bf16_to_f32(kb[i]), vf[i] = bf16_to_f32(vb[i]);
+    }
+    k32.up(kf), v32.up(vf);
+    const cuda::KvElem bf = cuda::KvElem::kBF16;
+    cuda::attention_paged(q32.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, nullptr);
+    cuda::attention_paged(q16.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, nullptr,
+                          bf);
+    EXPECT_EQ(o32.down(), o16.down()) << "paged D=" << D;
+    cuda::attention_paged_split(q32.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, 4,
+                                part.p, cnt.p, nullptr);
+    cuda::attention_paged_split(q16.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, 4,
+                                part.p, cnt.p, nullptr, bf);
+    EXPECT_EQ(o32.down(), o16.down()) << "split D=" << D;
+    std::vector<int32_t> tiles;
+    cuda::attention_prefill_tiles(pos.data(), seq.data(), rows, cuda::attention_prefill_tile_rows(H, KVH), tiles);
+    DevBuf<int32_t> dtiles(tiles);
+    const int nt = static_cast<int>(tiles.size() / 2);
+    cuda::attention_prefill(q32.p, w, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, dtiles.p, nt,
+                            nullptr);
+    cuda::attention_prefill(q16.p, w, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, dtiles.p, nt,
+                            nullptr, bf);
+    EXPECT_EQ(o32.down(), o16.down()) << "prefill D=" << D;
+
+    // Fused decode of the last position of each sequence over the bf16 pools vs rope_kv_write + attention_paged.
+    std::vector<int32_t> dp = {T[0] - 1, T[1] - 1}, ds = {0, 1};
+    const auto dq = random_floats(rng, static_cast<size_t>(2) * w);
+    DevBuf<float> fq(dq), uq(dq), fo(static_cast<size_t>(2) * qd), uo(static_cast<size_t>(2) * qd);
+    DevBuf<int32_t> ddp(dp), dds(ds);
+    cuda::attention_decode_rope(fq.p, w, 2, H, KVH, D, dct.p, dsn.p, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p,
+                                fo.p, nullptr, bf);
+    const auto kfused = k16.down(), vfused = v16.down();
+    cuda::rope_kv_write(uq.p, 2, H, KVH, D, dct.p, dsn.p, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p, nullptr, bf);
+    EXPECT_EQ(k16.down(), kfused) << "fused k write D=" << D;
+    EXPECT_EQ(v16.down(), vfused) << "fused v write D=" << D;
+    cuda::attention_paged(uq.p, w, 2, H, KVH, D, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p, uo.p, nullptr, bf);
+    const auto a = fo.down(), b = uo.down();
+    for (int r = 0; r < 2; ++r)
+      EXPECT_LT(rel_err(&a[static_cast<size_t>(r) * qd], &b[static_cast<size_t>(r) * qd], qd), 1e-5) << "fused D=" << D;
   }
 }
 
