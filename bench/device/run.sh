@@ -10,7 +10,8 @@
 #   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch 1, 16, 64
 #   serve    `tritium serve --device cuda` on the same model under `tritium bench serve` (128 in / 128 out) at
 #            concurrency 1, 16, 64
-#   tp       tensor parallelism (needs 2 GPUs): the NCCL tests and greedy TP=1 vs TP=2
+#   tp       tensor parallelism (needs 2 GPUs): the NCCL tests, greedy TP=1 vs TP=2, and a worker stopped (SIGSTOP)
+#            while serving: the leader must answer with an error within TRITIUM_TP_TIMEOUT, not hang
 # When the payload holds bin/tritium-base (pack.sh with BASE_BUILD set: the build before a change), e2e and serve
 # run it first on the same machine, so before / after figures come from one run.
 set -uo pipefail
