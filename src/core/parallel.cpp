@@ -17,6 +17,9 @@ std::atomic<int> g_threads{0};
 // 50-100 us on current x86 cores, longer than the single-threaded gaps between the kernels of one forward pass
 // (norms, RoPE, sampling) and short enough that a busy machine gets the core back instead of a spinning waiter.
 constexpr int kSpin = 4096;
+// Chunks per thread: a job is cut into more chunks than threads and every thread takes the next free one, so
+// when the machine deschedules a worker the others (the caller included) do its share instead of waiting for it.
+constexpr int kChunksPerThread = 4;
 
 template <class T>
 void spin_then_wait(const std::atomic<T>& a, T old) {
@@ -27,62 +30,76 @@ void spin_then_wait(const std::atomic<T>& a, T old) {
   while (a.load(std::memory_order_acquire) == old) a.wait(old, std::memory_order_acquire);
 }
 
-// Persistent worker threads for parallel_for. Worker w (1-based) runs part w of each job; the calling thread
-// runs part 0 and then waits for the others.
+// Persistent worker threads for parallel_for. The caller posts a job (the function and its chunk count) and takes
+// chunks itself; woken workers take chunks until none is left; the caller returns when every chunk has run.
 class Pool {
  public:
   ~Pool() {
     stop_.store(true, std::memory_order_release);
-    job_.fetch_add(kPartsMask + 1, std::memory_order_release);
-    job_.notify_all();
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
-  // Runs part(t) for t in [0, parts). Returns false (running nothing) when the pool is busy: a nested call from
-  // inside a part, or a call from another thread meanwhile.
-  bool run(int parts, const std::function<void(int)>& part) {
+  // Runs chunk(c) for c in [0, chunks) on up to `threads` threads. Returns false (running nothing) when the pool
+  // is busy: a nested call from inside a chunk, or a call from another thread meanwhile.
+  bool run(int threads, int64_t chunks, const std::function<void(int64_t)>& chunk) {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    while (static_cast<int>(workers_.size()) < parts - 1) {
-      const int w = static_cast<int>(workers_.size()) + 1;
-      workers_.emplace_back([this, w] { work(w); });
-    }
-    part_ = &part;
-    remaining_.store(parts - 1, std::memory_order_relaxed);
-    const uint64_t next = ((job_.load(std::memory_order_relaxed) >> kPartsBits) + 1) << kPartsBits;
-    job_.store(next | static_cast<uint64_t>(parts), std::memory_order_release);
-    job_.notify_all();
-    part(0);
-    for (int left = remaining_.load(std::memory_order_acquire); left != 0;
-         left = remaining_.load(std::memory_order_acquire))
-      spin_then_wait(remaining_, left);
+    while (static_cast<int>(workers_.size()) < threads - 1) workers_.emplace_back([this] { work(); });
+    chunk_ = &chunk;
+    done_.store(0, std::memory_order_relaxed);
+    ++job_;
+    next_.store(word(job_, chunks, 0), std::memory_order_release);
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
+    take_chunks(job_);
+    for (int64_t d = done_.load(std::memory_order_acquire); d != chunks; d = done_.load(std::memory_order_acquire))
+      spin_then_wait(done_, d);
     return true;
   }
 
  private:
-  // A worker given a part of job J keeps J posted (run() waits for it), so part_ is J's while it runs; a worker
-  // without a part may see a later job word and simply takes that one.
-  void work(int w) {
-    uint64_t seen = 0;
+  // next_ holds (job << 40) | (chunks << 20) | next free chunk, so a thread claims a chunk of the job it saw and
+  // no other: a late worker's claim on a finished job fails. While a thread holds a claimed chunk the job cannot
+  // finish, so chunk_ is still that job's function.
+  static constexpr int kBits = 20;
+  static constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  static uint64_t word(uint64_t job, int64_t chunks, int64_t next) {
+    return (job << (2 * kBits)) | (static_cast<uint64_t>(chunks) << kBits) | static_cast<uint64_t>(next);
+  }
+
+  void take_chunks(uint64_t job) {
+    uint64_t v = next_.load(std::memory_order_acquire);
     for (;;) {
-      spin_then_wait(job_, seen);
-      seen = job_.load(std::memory_order_acquire);
-      if (stop_.load(std::memory_order_acquire)) return;
-      if (w >= static_cast<int>(seen & kPartsMask)) continue;
-      (*part_)(w);
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
+      if ((v >> (2 * kBits)) != (job & ((uint64_t{1} << (64 - 2 * kBits)) - 1))) return;
+      const int64_t chunks = static_cast<int64_t>((v >> kBits) & kMask), c = static_cast<int64_t>(v & kMask);
+      if (c >= chunks) return;
+      if (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      (*chunk_)(c);
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
+      v = next_.load(std::memory_order_acquire);
     }
   }
 
-  static constexpr int kPartsBits = 10;
-  static constexpr uint64_t kPartsMask = (uint64_t{1} << kPartsBits) - 1;
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      spin_then_wait(wake_, seen);
+      seen = wake_.load(std::memory_order_acquire);
+      if (stop_.load(std::memory_order_acquire)) return;
+      take_chunks(next_.load(std::memory_order_acquire) >> (2 * kBits));
+    }
+  }
 
   std::mutex mu_;
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> job_{0};  ///< (job number << kPartsBits) | parts of the posted job
-  std::atomic<int> remaining_{0};
+  uint64_t job_ = 0;                 ///< number of the last posted job (caller side)
+  std::atomic<uint64_t> next_{0};    ///< see word()
+  std::atomic<uint64_t> wake_{0};    ///< bumped once per job: workers sleep on it
+  std::atomic<int64_t> done_{0};     ///< chunks of the current job that have run
   std::atomic<bool> stop_{false};
-  const std::function<void(int)>* part_ = nullptr;
+  const std::function<void(int64_t)>* chunk_ = nullptr;
 };
 
 Pool& pool() {
@@ -109,19 +126,20 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t units = (n + grain - 1) / grain;
-  const int nt = static_cast<int>(std::min<int64_t>(std::min(num_threads(), 1023), units));
+  const int nt = static_cast<int>(std::min<int64_t>(std::min(num_threads(), 1024), units));
   if (nt <= 1) {
     fn(0, n);
     return;
   }
-  const std::function<void(int)> part = [&](int t) {
-    const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+  const int64_t chunks = std::min<int64_t>(units, static_cast<int64_t>(nt) * kChunksPerThread);
+  const std::function<void(int64_t)> chunk = [&](int64_t c) {
+    const int64_t u0 = units * c / chunks, u1 = units * (c + 1) / chunks;
     const int64_t b = u0 * grain, e = std::min(n, u1 * grain);
     if (b < e) fn(b, e);
   };
-  // Busy (nested or concurrent call): the parts run here one after another, the same split, the same results.
-  if (!pool().run(nt, part))
-    for (int t = 0; t < nt; ++t) part(t);
+  // Busy (nested or concurrent call): the chunks run here one after another, the same split, the same results.
+  if (!pool().run(nt, chunks, chunk))
+    for (int64_t c = 0; c < chunks; ++c) chunk(c);
 }
 
 }  // namespace tritium
