@@ -113,6 +113,13 @@ int run(const BenchArgs& a) {
                " -> decode roofline {:.1f} tok/s", bytes / 1e6, bw, num_threads(), roof);
     if (!tg_ts.empty()) fmt::print("; tg{} (median) reaches {:.1f}% of it", a.tg, 100.0 * tg.median / roof);
   }
+  const Embedding& emb = model.embed();
+  fmt::print("\nbytes read per token: body {:.1f} MB ({}), head {:.1f} MB ({}), embedding row {} B ({}; table "
+             "{:.1f} MB{})",
+             static_cast<double>(model.body_bytes_per_token()) / 1e6, fmt_name,
+             static_cast<double>(model.lm_head().weight_bytes()) / 1e6, head, emb.row_bytes(),
+             emb.is_bf16() ? "bf16" : "f32", static_cast<double>(emb.bytes()) / 1e6,
+             model.head_shares_embedding() ? ", shared with the head" : "");
   fmt::print("\npeak RSS (model + run): {:.1f} MiB\n", rss);
   return 0;
 }

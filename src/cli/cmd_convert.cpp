@@ -34,6 +34,7 @@ int run(const ConvertArgs& a) {
   set_num_threads(mo.threads);
   const std::string dir = resolve_model_dir(mo.model_dir);
   LoadOptions lo = make_load_options(mo);
+  lo.lm_head = mo.lm_head;  // "" keeps the head as stored (tied stays tied), not the CPU's run-time default
   if (!a.quiet) lo.progress = [](int d, int t) { progress_bar("quantize", d, t); };
   std::unique_ptr<Transformer> model = load_transformer(dir, lo);
   TritiumWriteInfo info;

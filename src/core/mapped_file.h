@@ -29,6 +29,12 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+/// Drops the pages of a read-only file mapping that lie wholly inside [p, p + n) from the process's resident set
+/// (madvise MADV_DONTNEED): the page cache keeps them and a later read maps them again. Loaders call it after
+/// repacking or quantizing a tensor, so the source bytes do not stay resident beside the result. Does nothing
+/// when the range holds no whole page; never fails.
+void release_mapped_pages(const void* p, size_t n);
+
 /// Reads a whole (small) text file; throws tritium::Error naming the path.
 std::string read_text_file(const std::string& path);
 

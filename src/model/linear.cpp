@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include "core/error.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/q4_gemm.h"
@@ -21,6 +22,15 @@ FloatLinear::FloatLinear(std::shared_ptr<const std::vector<float>> w, std::vecto
 
 void FloatLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
   cpu::gemm_f32(x, w_->data(), bias_.empty() ? nullptr : bias_.data(), y, M, n_, k_);
+}
+
+Bf16Linear::Bf16Linear(const uint16_t* w, int64_t n, int64_t k, std::shared_ptr<const void> owner)
+    : Linear(n, k), w_(w), owner_(std::move(owner)) {
+  TRITIUM_CHECK(w_ && n > 0 && k > 0, "Bf16Linear: [{}, {}] weights have no data", n, k);
+}
+
+void Bf16Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
+  cpu::gemm_bf16w(x, w_, nullptr, y, M, n_, k_);
 }
 
 TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segment> segments)

@@ -51,6 +51,23 @@ class FloatLinear final : public Linear {
   std::vector<float> bias_;
 };
 
+/// Bfloat16 weights [N, K] used as stored (borrowed from the memory-mapped file, or owned by `owner`), no bias:
+/// the output head `--lm-head bf16`. Results are bit for bit those of a FloatLinear over the widened weights
+/// (kernels/cpu/gemm_bf16.h) at half its memory. A tied head shares the embedding's bf16 table.
+class Bf16Linear final : public Linear {
+ public:
+  /// w: bf16 bit patterns [n, k], valid as long as `owner` (or, when owner is null, the model's memory-mapped file).
+  Bf16Linear(const uint16_t* w, int64_t n, int64_t k, std::shared_ptr<const void> owner = {});
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
+  size_t weight_bytes() const override { return static_cast<size_t>(n_ * k_) * 2; }
+  std::string format_name() const override { return "bf16"; }
+  const uint16_t* data() const { return w_; }
+
+ private:
+  const uint16_t* w_;
+  std::shared_ptr<const void> owner_;
+};
+
 /// BitNet b1.58 linear (W1.58A8): activations quantized per token to int8 by absmax
 /// (s = 127 / max|x|, round half to even, clamp [-128, 127]), multiplied with ternary weights with int32
 /// accumulation, then y = acc / s * scale. Rows may be split into segments with their own scale (a fused

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/gguf_loader.h"
 #include "model/tritium_model.h"
@@ -64,7 +65,16 @@ class SafetensorsSource final : public WeightSource {
     const TensorView& t = ws_.get(name, {rows, cols});
     if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
       fail("{}: weight '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
-    return tensor_to_f32(t);
+    std::vector<float> f = tensor_to_f32(t);
+    release_mapped_pages(t.data, t.nbytes);  // converted: the file's bytes need not stay resident
+    return f;
+  }
+
+  Embedding table(const std::string& name, int64_t rows, int64_t cols) const override {
+    const TensorView& t = ws_.get(name, {rows, cols});
+    if (t.dtype == DType::BF16 && reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0)
+      return Embedding::bf16(reinterpret_cast<const uint16_t*>(t.data), rows, cols);
+    return WeightSource::table(name, rows, cols);
   }
 
   // Packed U8 [out/4, in] with weight_scale, or float [out, in]: ternary values (times weight_scale when present),
@@ -90,6 +100,7 @@ class SafetensorsSource final : public WeightSource {
              out / 4, in);
       if (!sc) fail("{}: weight '{}.weight_scale' is missing", dir_, prefix);
       r.w = unpack_bitnet_weight(t.data, out, in);
+      release_mapped_pages(t.data, t.nbytes);  // repacked by the caller: the file's bytes need not stay resident
       r.scale = scale;
       return r;
     }
@@ -199,24 +210,6 @@ std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std
 
 }  // namespace
 
-const std::vector<std::string>& lm_head_kind_names() {
-  static const std::vector<std::string> k = {"f32", "int8", "q4"};
-  return k;
-}
-
-std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind) {
-  TRITIUM_CHECK(static_cast<int64_t>(w.size()) == vocab * hidden, "lm_head: {} weights, expected {} x {}", w.size(),
-                vocab, hidden);
-  if (kind.empty() || kind == "f32") return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, vocab, hidden);
-  if (kind == "int8")
-    return std::make_unique<Int8Linear>(Int8Projection(Int8Method::kVectorwise, w.data(), vocab, hidden));
-  if (kind == "q4") {
-    if (hidden % 64 != 0) fail("--lm-head q4 needs a hidden size that is a multiple of 64 (this model has {})", hidden);
-    return std::make_unique<Q4Linear>(quantize_q4_rows(w.data(), vocab, hidden));
-  }
-  fail("unknown lm_head storage '{}' (expected f32, int8 or q4)", kind);
-}
-
 const std::vector<std::string>& quant_method_names() {
   static const std::vector<std::string> k = {"int8-absmax",      "int8-zeropoint",  "int8-rowwise",
                                              "int8-vectorwise",  "llm-int8",        "int8-weight-only",
@@ -230,7 +223,6 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
 
-  auto embed = std::make_shared<const std::vector<float>>(ws.mat("model.embed_tokens.weight", V, H));
   std::vector<LayerWeights> layers(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -261,15 +253,21 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
     if (opts.progress) opts.progress(l + 1, c.num_layers);
   }
   std::vector<float> final_norm = ws.vec("model.norm.weight", H);
-  std::unique_ptr<Linear> lm_head;
   const bool has_head = ws.has("lm_head.weight");
-  if (c.tie_word_embeddings || !has_head) {
-    if (!c.tie_word_embeddings && !has_head) fail("{}: weight 'lm_head.weight' is missing", c.model_dir);
-    if (opts.lm_head.empty() || opts.lm_head == "f32") lm_head = std::make_unique<FloatLinear>(embed, std::vector<float>{}, V, H);
-    else lm_head = make_head_linear(*embed, V, H, opts.lm_head);
-  } else {
-    lm_head = make_head_linear(ws.mat("lm_head.weight", V, H), V, H, opts.lm_head);
+  const bool tied = c.tie_word_embeddings || !has_head;
+  if (!c.tie_word_embeddings && !has_head) fail("{}: weight 'lm_head.weight' is missing", c.model_dir);
+  Embedding embed = ws.table("model.embed_tokens.weight", V, H);
+  Embedding head_table = tied ? embed : ws.table("lm_head.weight", V, H);
+  const std::string head_kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, head_table.is_bf16());
+  if (tied && head_kind == "f32" && embed.is_bf16()) {
+    // A float32 head tied to the embedding: both read one float32 table.
+    const bool mapped = !embed.owner();
+    const Embedding widened = Embedding::f32(embed.f32_table(), V, H);
+    if (mapped) release_mapped_pages(embed.bf16_data(), embed.bytes());
+    embed = widened;
+    head_table = embed;
   }
+  std::unique_ptr<Linear> lm_head = make_head_from_table(head_table, head_kind);
   return std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                        std::move(lm_head));
 }
@@ -290,7 +288,9 @@ std::unique_ptr<Transformer> load_transformer(const std::string& path, const Loa
   auto store = std::make_shared<WeightStore>(path);
   if (is_tritium_model(*store)) return load_tritium_model(std::move(c), std::move(store), opts);
   const SafetensorsSource source(*store, c);
-  return build_transformer(std::move(c), source, opts);
+  auto model = build_transformer(std::move(c), source, opts);
+  model->set_keep_alive(std::move(store));  // borrowed bf16 tables read the mapped file
+  return model;
 }
 
 }  // namespace tritium

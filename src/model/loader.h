@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "model/lm_head.h"
 #include "model/transformer.h"
 #include "formats/ternary_format.h"
 
@@ -21,9 +22,12 @@ struct LoadOptions {
   float outlier_threshold = 6.0f;
   /// ternary-threshold: |w| > t -> sign(w); t <= 0 picks TWN's 0.7 * mean|w| per tensor.
   float ternary_threshold = 0.0f;
-  /// Output head (lm_head) storage: "" = as stored (float32 for Hugging Face folders), "f32", "int8" (per-row
-  /// absmax int8 weights, per-token int8 activations: LLM.int8() vector-wise), "q4" (src/formats/q4_rows.h).
-  /// The embedding table stays float32 for the lookup.
+  /// Output head (lm_head) storage (model/lm_head.h): "" or "f32" (float32; a tied head shares a float32
+  /// embedding table, what the GPU backend uploads), "bf16" (as stored, read in place; a tied head shares the
+  /// embedding's bf16 table; the same results as f32), "int8" (per-row absmax int8 weights, per-token int8
+  /// activations: LLM.int8() vector-wise), "q4" (src/formats/q4_rows.h), "auto" (kTernaryDefaultHead for ternary
+  /// models, else bf16 when stored in bf16, else f32). Unless the head is a tied f32 one, a bf16 embedding table
+  /// stays in the mapped file and a lookup widens one row.
   std::string lm_head;
   /// For tritium models (`tritium convert` output): repack ternary weights into ternary_format even when the
   /// file stores another format. When false, a tritium model keeps its stored format (no repacking).
@@ -31,13 +35,6 @@ struct LoadOptions {
   /// Called after each decoder layer is built: (layers done, total layers). For progress bars.
   std::function<void(int, int)> progress;
 };
-
-/// The lm_head storage names LoadOptions::lm_head accepts ("f32", "int8", "q4").
-const std::vector<std::string>& lm_head_kind_names();
-
-/// Builds an output head from float32 weights w [V, H] in the given storage ("f32", "int8", "q4").
-/// Throws tritium::Error on an unknown kind or a shape the kind cannot hold (q4 needs H % 64 == 0).
-std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind);
 
 /// The quantization methods LoadOptions::quant accepts.
 const std::vector<std::string>& quant_method_names();

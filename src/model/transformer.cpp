@@ -6,7 +6,12 @@
 
 namespace tritium {
 
-Transformer::Transformer(ModelConfig config, std::shared_ptr<const std::vector<float>> embed, std::vector<LayerWeights> layers,
+Transformer::Transformer(ModelConfig config, std::shared_ptr<const std::vector<float>> embed,
+                         std::vector<LayerWeights> layers, std::vector<float> final_norm, std::unique_ptr<Linear> lm_head)
+    : Transformer(config, Embedding::f32(std::move(embed), config.vocab_size, config.hidden_size), std::move(layers),
+                  std::move(final_norm), std::move(lm_head)) {}
+
+Transformer::Transformer(ModelConfig config, Embedding embed, std::vector<LayerWeights> layers,
                          std::vector<float> final_norm, std::unique_ptr<Linear> lm_head)
     : config_(std::move(config)),
       embed_(std::move(embed)),
@@ -22,16 +27,25 @@ Transformer::Transformer(ModelConfig config, std::shared_ptr<const std::vector<f
   }
 }
 
-size_t Transformer::weight_bytes_per_token() const {
-  size_t b = lm_head_->weight_bytes();
+size_t Transformer::body_bytes_per_token() const {
+  size_t b = 0;
   for (const auto& l : layers_)
     b += l.qkv->weight_bytes() + l.o->weight_bytes() + l.gate_up->weight_bytes() + l.down->weight_bytes();
   return b;
 }
 
+size_t Transformer::weight_bytes_per_token() const { return body_bytes_per_token() + lm_head_->weight_bytes(); }
+
+bool Transformer::head_shares_embedding() const {
+  if (const auto* b = dynamic_cast<const Bf16Linear*>(lm_head_.get())) return b->data() == embed_.bf16_data();
+  if (const auto* f = dynamic_cast<const FloatLinear*>(lm_head_.get()))
+    return !embed_.is_bf16() && &f->weight() == embed_.f32_table().get();
+  return false;
+}
+
 size_t Transformer::weight_bytes() const {
-  size_t b = weight_bytes_per_token() + (embed_->size() + final_norm_.size()) * sizeof(float);
-  if (config_.tie_word_embeddings) b -= lm_head_->weight_bytes();
+  size_t b = weight_bytes_per_token() + embed_.bytes() + final_norm_.size() * sizeof(float);
+  if (head_shares_embedding()) b -= lm_head_->weight_bytes();
   for (const auto& l : layers_)
     b += (l.input_norm.size() + l.post_attn_norm.size() + l.attn_sub_norm.size() + l.ffn_sub_norm.size()) * 4;
   return b;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "model/embedding.h"
 #include "model/linear.h"
 #include "model/tp_plan.h"
 
@@ -24,6 +25,9 @@ struct LayerWeights {
 
 class Transformer {
  public:
+  Transformer(ModelConfig config, Embedding embed, std::vector<LayerWeights> layers, std::vector<float> final_norm,
+              std::unique_ptr<Linear> lm_head);
+  /// A float32 embedding table [vocab, hidden].
   Transformer(ModelConfig config, std::shared_ptr<const std::vector<float>> embed, std::vector<LayerWeights> layers,
               std::vector<float> final_norm, std::unique_ptr<Linear> lm_head);
 
@@ -37,14 +41,23 @@ class Transformer {
   /// RoPE inverse frequencies [head_dim / 2], float32 as HF computes them.
   const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
 
-  /// Bytes of all weights as stored (projections in their format + embeddings/norms in f32).
+  /// Bytes of all weights as held (projections and head in their format, the embedding in its dtype, norms in
+  /// f32; a head that shares the embedding's table counted once).
   size_t weight_bytes() const;
   /// Bytes of the projection weights read per decoded token (the decode roofline numerator), including lm_head.
   size_t weight_bytes_per_token() const;
+  /// Bytes of the decoder layers' projection weights (weight_bytes_per_token() without the head).
+  size_t body_bytes_per_token() const;
   const std::vector<LayerWeights>& layers() const { return layers_; }
   const Linear& lm_head() const { return *lm_head_; }
-  const std::vector<float>& embedding() const { return *embed_; }
-  std::shared_ptr<const std::vector<float>> embedding_shared() const { return embed_; }
+  /// The embedding table as held (bf16 in place or float32); the CPU forward looks up rows through it.
+  const Embedding& embed() const { return embed_; }
+  /// True when the head reads the embedding's own table (tied, float32 or bf16): one copy for both.
+  bool head_shares_embedding() const;
+  /// The embedding table in float32 (Embedding::f32_table: for a bf16 table a widened copy made on the first
+  /// call, for consumers that need the whole float32 table: the GPU upload, tensor-parallel slicing, convert).
+  const std::vector<float>& embedding() const { return *embed_.f32_table(); }
+  std::shared_ptr<const std::vector<float>> embedding_shared() const { return embed_.f32_table(); }
 
   /// Marks this model as the shard of one tensor-parallel rank (parallel/shard.h builds it): a backend then runs
   /// the collectives the plan implies (all-reduce after row-parallel o/down, all-gathers in gather mode and for
@@ -56,7 +69,7 @@ class Transformer {
 
  private:
   ModelConfig config_;
-  std::shared_ptr<const std::vector<float>> embed_;  ///< [vocab, hidden], shared with lm_head when tied
+  Embedding embed_;  ///< [vocab, hidden], its table shared with lm_head when tied
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;
   std::unique_ptr<Linear> lm_head_;

@@ -8,9 +8,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "model/gguf_loader.h"
 #include "model/gguf_tokenizer.h"
 #include "model/linear.h"
+#include "model/lm_head.h"
 #include "formats/q4_rows.h"
 
 namespace fs = std::filesystem;
@@ -119,6 +121,10 @@ json write_linear(TensorSink& sink, const std::string& name, const Linear& lin) 
     j["kind"] = "float";
     sink.add_float(name + ".weight", f->weight().data(), {N, K});
     add_bias(f->bias());
+  } else if (const auto* b = dynamic_cast<const Bf16Linear*>(&lin)) {
+    j["kind"] = "float";
+    sink.add(name + ".weight", DType::BF16, {N, K}, b->data(), b->weight_bytes());
+    j["bias"] = false;
   } else {
     fail("convert: linear '{}' has storage '{}' that tritium models cannot hold", name, lin.format_name());
   }
@@ -142,7 +148,10 @@ void write_tritium_model(const Transformer& model, const std::string& src_dir, c
   json layout = {{"version", 1}, {"source", info.source}, {"weights", info.weights},
                  {"quant", info.quant},  {"lm_head", info.lm_head}};
   json linears = json::object();
-  sink.add_float("model.embed_tokens.weight", model.embedding().data(), {c.vocab_size, H});
+  if (const uint16_t* e = model.embed().bf16_data())
+    sink.add("model.embed_tokens.weight", DType::BF16, {c.vocab_size, H}, e, model.embed().bytes());
+  else
+    sink.add_float("model.embed_tokens.weight", model.embedding().data(), {c.vocab_size, H});
   const auto& layers = model.layers();
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerWeights& L = layers[l];
@@ -158,8 +167,7 @@ void write_tritium_model(const Transformer& model, const std::string& src_dir, c
     if (progress) progress(static_cast<int>(l + 1), static_cast<int>(layers.size()) + 1);
   }
   sink.add_float("model.norm.weight", model.final_norm().data(), {H});
-  const auto* fh = dynamic_cast<const FloatLinear*>(&model.lm_head());
-  if (fh && fh->weight().data() == model.embedding().data()) linears["lm_head"] = {{"kind", "tied"}};
+  if (model.head_shares_embedding()) linears["lm_head"] = {{"kind", "tied"}};
   else linears["lm_head"] = write_linear(sink, "lm_head", model.lm_head());
   layout["linears"] = linears;
 
@@ -353,7 +361,11 @@ std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<c
       fail("{}: tritium model: linear '{}': {}", file, n, msg);
     }
   };
-  auto embed = std::make_shared<const std::vector<float>>(rd.floats("model.embed_tokens.weight", {V, H}));
+  Embedding embed;
+  if (const TensorView* et = ws.find("model.embed_tokens.weight"); et && et->dtype == DType::BF16)
+    embed = Embedding::bf16(reinterpret_cast<const uint16_t*>(rd.tensor(et->name, DType::BF16, {V, H}).data), V, H);
+  else
+    embed = Embedding::f32(std::make_shared<const std::vector<float>>(rd.floats("model.embed_tokens.weight", {V, H})), V, H);
   std::vector<LayerWeights> layers(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -374,18 +386,34 @@ std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<c
   std::unique_ptr<Linear> head;
   const json& hj = get("lm_head");
   const std::string hkind = hj.is_object() ? hj.value("kind", "") : "";
-  const bool want_quant = !opts.lm_head.empty() && opts.lm_head != "f32";
+  const bool keep_stored = opts.lm_head.empty() || opts.lm_head == "auto";
   if (hkind == "tied") {
-    head = want_quant ? make_head_linear(*embed, V, H, opts.lm_head)
-                      : std::make_unique<FloatLinear>(embed, std::vector<float>{}, V, H);
+    const std::string kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, embed.is_bf16());
+    if (kind == "f32" && embed.is_bf16()) {
+      // A float32 head tied to the embedding: both read one float32 table.
+      const Embedding widened = Embedding::f32(embed.f32_table(), V, H);
+      release_mapped_pages(embed.bf16_data(), embed.bytes());
+      embed = widened;
+    }
+    head = make_head_from_table(embed, kind);
+  } else if (hkind == "float") {
+    const TensorView* ht = ws.find("lm_head.weight");
+    const bool bf16 = ht && ht->dtype == DType::BF16;
+    const std::string kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, bf16);
+    if (kind == "bf16" && bf16)
+      head = std::make_unique<Bf16Linear>(reinterpret_cast<const uint16_t*>(rd.tensor(ht->name, DType::BF16, {V, H}).data), V, H);
+    else if (kind == "bf16" || kind == "f32")
+      head = make_head_linear(rd.floats("lm_head.weight", {V, H}), V, H, kind);
+    else
+      head = make_head_from_table(bf16 ? Embedding::bf16(reinterpret_cast<const uint16_t*>(ht->data), V, H)
+                                       : Embedding::f32(std::make_shared<const std::vector<float>>(
+                                                            rd.floats("lm_head.weight", {V, H})), V, H),
+                                  kind);
   } else {
     head = linear("lm_head", V, H);
-    if (auto* f = dynamic_cast<FloatLinear*>(head.get()); f && want_quant) {
-      head = make_head_linear(f->weight(), V, H, opts.lm_head);
-    } else if (!f && !opts.lm_head.empty() && opts.lm_head != hkind) {
+    if (!keep_stored && opts.lm_head != hkind)
       fail("{}: --lm-head {}: this model's head is stored as {} (convert the original model instead)", file,
            opts.lm_head, hkind);
-    }
   }
   auto model = std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                              std::move(head));

@@ -33,6 +33,11 @@ class WeightSource {
   virtual std::vector<float> vec(const std::string& name, int64_t n) const = 0;
   /// A float matrix [rows, cols], row-major.
   virtual std::vector<float> mat(const std::string& name, int64_t rows, int64_t cols) const = 0;
+  /// A table [rows, cols] (the embedding, an untied head) as held without conversion where the source allows:
+  /// bf16 borrowed from the mapped file, else float32 (the default: mat()).
+  virtual Embedding table(const std::string& name, int64_t rows, int64_t cols) const {
+    return Embedding::f32(std::make_shared<const std::vector<float>>(mat(name, rows, cols)), rows, cols);
+  }
   /// The BitNet projection `prefix` (e.g. "model.layers.0.mlp.up_proj") [out, in] as ternary values and scale.
   virtual TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const = 0;
 };
@@ -43,7 +48,9 @@ TernaryWeight ternary_absmean_b158(const std::vector<float>& f);
 
 /// Builds the Transformer of config `c` from `ws` (options already validated by load_transformer): projections
 /// fused (q|k|v, gate|up), ternary ones packed in opts.ternary_format, float ones kept in float32 or quantized by
-/// opts.quant; the head tied to the embeddings when c.tie_word_embeddings or lm_head.weight is absent.
+/// opts.quant; the head tied to the embeddings when c.tie_word_embeddings or lm_head.weight is absent, in the
+/// format resolve_lm_head_kind(opts.lm_head) names. Tables that `ws` lends from a mapped file (bf16 embedding,
+/// bf16 head) stay borrowed: the caller keeps the file alive (Transformer::set_keep_alive).
 std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource& ws, const LoadOptions& opts);
 
 }  // namespace tritium

@@ -42,7 +42,7 @@ void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std:
   const std::vector<LayerWeights>& layers = m.layers();
   const std::vector<float>& inv_freq = m.rope_inv_freq();
   const Linear* head = &m.lm_head();
-  // Embedding lookup.
+  // Embedding lookup (one row widened from the table as held).
   std::vector<float> x(static_cast<size_t>(M * Hd));
   {
     // Tensor parallel: vocabulary-parallel lookup (a rank fills only the tokens of its vocabulary slice, zeros
@@ -52,7 +52,7 @@ void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std:
     for (const auto& ch : batch)
       for (int32_t tok : ch.tokens) {
         if (tok >= voc.begin && tok < voc.end)
-          std::memcpy(&x[r * Hd], m.embedding().data() + static_cast<size_t>(tok) * Hd, sizeof(float) * Hd);
+          m.embed().row(tok, &x[r * Hd]);
         ++r;
       }
     if (tp) comm_->all_reduce_sum(x.data(), M * Hd);

@@ -7,6 +7,9 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dispatch.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 
@@ -79,4 +82,26 @@ TEST(CpuFloatKernels, ActivationQuantizationIsPerTokenAbsmax) {
   EXPECT_EQ(std::vector<int8_t>(q.begin() + 4, q.begin() + 8), (std::vector<int8_t>{0, 0, 0, 0}));
   EXPECT_FLOAT_EQ(inv[1], 1e-5f / 127.0f);
   EXPECT_EQ(std::vector<int8_t>(q.begin() + 8, q.end()), (std::vector<int8_t>{127, 64, -32, 1}));  // 63.5->64, -31.75->-32, .8467->1
+}
+
+// The bf16-weight GEMM gives gemm_f32's bits over the widened weights, on both kernel paths and any thread count.
+TEST(CpuFloatKernels, GemmBf16BitIdenticalToGemmF32OnWidenedWeights) {
+  for (auto [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {1, 1000, 256}, {3, 37, 100}, {17, 70, 264}}) {
+    auto x = randn(static_cast<size_t>(M) * K, 4), wf = randn(static_cast<size_t>(N) * K, 5), b = randn(N, 6);
+    std::vector<uint16_t> wb(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) {
+      wb[i] = f32_to_bf16(wf[i]);
+      wf[i] = bf16_to_f32(wb[i]);
+    }
+    std::vector<float> want(static_cast<size_t>(M) * N), got(want.size());
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      cpu::gemm_f32(x.data(), wf.data(), b.data(), want.data(), M, N, K);
+      cpu::gemm_bf16w(x.data(), wb.data(), b.data(), got.data(), M, N, K);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << M << "x" << N << "x" << K << " at " << i;
+      cpu::gemm_f32_ref(x.data(), wf.data(), b.data(), want.data(), M, N, K);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "reference, at " << i;
+    }
+    set_num_threads(0);
+  }
 }

@@ -1,0 +1,112 @@
+#include "model/lm_head.h"
+
+#include <algorithm>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "formats/q4_rows.h"
+#include "quant/int8_projection.h"
+
+namespace tritium {
+
+const std::vector<std::string>& lm_head_kind_names() {
+  static const std::vector<std::string> k = {"auto", "f32", "bf16", "int8", "q4"};
+  return k;
+}
+
+std::string resolve_lm_head_kind(const std::string& requested, bool ternary_model, bool stored_bf16) {
+  if (requested.empty()) return "f32";
+  if (requested != "auto") return requested;
+  if (ternary_model) return kTernaryDefaultHead;
+  return stored_bf16 ? "bf16" : "f32";
+}
+
+namespace {
+
+void check_q4_width(int64_t hidden) {
+  if (hidden % 64 != 0) fail("--lm-head q4 needs a hidden size that is a multiple of 64 (this model has {})", hidden);
+}
+
+// Owned bf16 weights (rounded to nearest even) for a Bf16Linear.
+std::unique_ptr<Linear> bf16_head_from_f32(const float* w, int64_t vocab, int64_t hidden) {
+  auto owned = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(vocab * hidden));
+  for (size_t i = 0; i < owned->size(); ++i) (*owned)[i] = f32_to_bf16(w[i]);
+  const uint16_t* p = owned->data();
+  return std::make_unique<Bf16Linear>(p, vocab, hidden, std::move(owned));
+}
+
+}  // namespace
+
+std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind) {
+  TRITIUM_CHECK(static_cast<int64_t>(w.size()) == vocab * hidden, "lm_head: {} weights, expected {} x {}", w.size(),
+                vocab, hidden);
+  if (kind.empty() || kind == "f32") return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, vocab, hidden);
+  if (kind == "bf16") return bf16_head_from_f32(w.data(), vocab, hidden);
+  if (kind == "int8")
+    return std::make_unique<Int8Linear>(Int8Projection(Int8Method::kVectorwise, w.data(), vocab, hidden));
+  if (kind == "q4") {
+    check_q4_width(hidden);
+    return std::make_unique<Q4Linear>(quantize_q4_rows(w.data(), vocab, hidden));
+  }
+  fail("unknown lm_head storage '{}' (expected f32, bf16, int8 or q4)", kind);
+}
+
+std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::string& kind) {
+  const int64_t V = t.rows(), H = t.cols();
+  if (kind.empty() || kind == "f32") {
+    if (!t.is_bf16()) return std::make_unique<FloatLinear>(t.f32_table(), std::vector<float>{}, V, H);
+    std::vector<float> w(static_cast<size_t>(V * H));
+    for (int64_t r = 0; r < V; ++r) t.row(r, w.data() + r * H);
+    return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, V, H);
+  }
+  if (kind == "bf16") {
+    if (t.is_bf16()) return std::make_unique<Bf16Linear>(t.bf16_data(), V, H, t.owner());
+    return bf16_head_from_f32(t.f32_table()->data(), V, H);
+  }
+  if (kind != "int8" && kind != "q4") fail("unknown lm_head storage '{}' (expected f32, bf16, int8 or q4)", kind);
+  if (kind == "q4") check_q4_width(H);
+  // Both formats quantize each row on its own, so a block of rows at a time gives the whole-table result.
+  constexpr int64_t kBlock = 2048;
+  const bool mapped = t.is_bf16() && !t.owner();
+  std::vector<float> block;
+  Int8Weight i8;
+  i8.method = Int8Method::kVectorwise;
+  i8.n = V;
+  i8.k = H;
+  Q4Rows q4;
+  q4.n = V;
+  q4.k = H;
+  if (kind == "int8") {
+    i8.q.reserve(static_cast<size_t>(V * H));
+    i8.scale.reserve(static_cast<size_t>(V));
+  } else {
+    q4.codes.reserve(static_cast<size_t>(V * H / 2));
+    q4.scales.reserve(static_cast<size_t>(V * H / kQ4Group));
+  }
+  for (int64_t r0 = 0; r0 < V; r0 += kBlock) {
+    const int64_t rows = std::min(kBlock, V - r0);
+    const float* src;
+    if (t.is_bf16()) {
+      block.resize(static_cast<size_t>(rows * H));
+      for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, block.data() + r * H);
+      src = block.data();
+    } else {
+      src = t.f32_table()->data() + r0 * H;
+    }
+    if (kind == "int8") {
+      Int8Weight part = quantize_int8_weight(Int8Method::kVectorwise, src, rows, H);
+      i8.q.insert(i8.q.end(), part.q.begin(), part.q.end());
+      i8.scale.insert(i8.scale.end(), part.scale.begin(), part.scale.end());
+    } else {
+      Q4Rows part = quantize_q4_rows(src, rows, H);
+      q4.codes.insert(q4.codes.end(), part.codes.begin(), part.codes.end());
+      q4.scales.insert(q4.scales.end(), part.scales.begin(), part.scales.end());
+    }
+    if (mapped) release_mapped_pages(t.bf16_data() + r0 * H, static_cast<size_t>(rows * H) * 2);
+  }
+  if (kind == "int8") return std::make_unique<Int8Linear>(Int8Projection(std::move(i8)));
+  return std::make_unique<Q4Linear>(std::move(q4));
+}
+
+}  // namespace tritium
