@@ -123,7 +123,9 @@ std::vector<float> gguf_tensor_to_f32(const GgufTensorInfo& t, const std::string
   const int64_t n = t.numel();
   std::vector<float> out(static_cast<size_t>(n));
   switch (static_cast<GgmlType>(t.type)) {
-    case GgmlType::kF32: std::memcpy(out.data(), t.data, static_cast<size_t>(n) * 4); break;
+    case GgmlType::kF32:
+      if (n > 0) std::memcpy(out.data(), t.data, static_cast<size_t>(n) * 4);  // an empty tensor has no data
+      break;
     case GgmlType::kF16:
       for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(load_u16(t.data + 2 * i));
       break;

@@ -203,7 +203,9 @@ std::vector<float> tensor_to_f32(const TensorView& t) {
   const int64_t n = t.numel();
   std::vector<float> out(static_cast<size_t>(n));
   switch (t.dtype) {
-    case DType::F32: std::memcpy(out.data(), t.data, n * 4); return out;
+    case DType::F32:
+      if (n > 0) std::memcpy(out.data(), t.data, n * 4);  // an empty tensor has no data
+      return out;
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, t.data + 2 * i, 2); out[i] = bf16_to_f32(h); }
       return out;

@@ -281,3 +281,17 @@ TEST(GgufQuants, UnsupportedTypesNameTheTensor) {
   EXPECT_TRUE(gguf_type_is_supported(30));
   EXPECT_FALSE(gguf_type_is_supported(12));
 }
+
+// A tensor with no elements (found by fuzz_gguf: tests/fuzz/gguf/empty_f32_tensor.gguf) converts to an empty
+// vector without touching its (absent) data; the same for a safetensors F32 view.
+TEST(GgufQuants, EmptyTensorsConvertToNothing) {
+  GgufTensorInfo t;
+  t.name = "empty";
+  t.type = 0;  // F32
+  t.ne = {0};
+  EXPECT_TRUE(gguf_tensor_to_f32(t, "empty.gguf").empty());
+  TensorView v;
+  v.dtype = DType::F32;
+  v.shape = {0, 4};
+  EXPECT_TRUE(tensor_to_f32(v).empty());
+}
