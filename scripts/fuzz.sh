@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang in build-fuzz/ and runs each for N seconds
 # (default 60) from its seed corpus tests/fuzz/<name>/. New inputs go to build-fuzz/corpus/<name>/, crashes to
-# build-fuzz/artifacts/ (exit status non-zero). Usage: scripts/fuzz.sh [SECONDS]; CXX (default clang++-14) and
-# JOBS (default all cores) may be set.
+# build-fuzz/artifacts/ (exit status non-zero). Usage: scripts/fuzz.sh [SECONDS]; CXX (default clang++-14),
+# JOBS (default all cores) and FUZZ_SEED (libFuzzer's -seed; default 0 = a random seed per run) may be set.
+# scripts/test.sh fixes the seed so that CI replays the same mutations on every commit: a CI failure is then caused
+# by the change under test, and can be reproduced locally from a fresh corpus with the same seed.
 set -euo pipefail
 SECS=${1:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +20,7 @@ mkdir -p "$BUILD/artifacts"
 run_one() {
   local t=$1 name=${1#fuzz_}
   mkdir -p "$BUILD/corpus/$name"
-  if "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+  if "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -seed="${FUZZ_SEED:-0}" \
       -artifact_prefix="$BUILD/artifacts/$name-" "$BUILD/corpus/$name" "$ROOT/tests/fuzz/$name" > "$BUILD/$t.log" 2>&1; then
     echo "fuzz: $t for ${SECS} s: $(grep -E '^Done' "$BUILD/$t.log" | tail -1)"
   else

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds tritium twice (Release, then ASan+UBSan) and runs the whole test suite in each, then runs every libFuzzer
-# target (tests/fuzz) for FUZZ_SECONDS (default 60) each.
+# target (tests/fuzz) for FUZZ_SECONDS (default 60) each, from the fixed libFuzzer seed FUZZ_SEED (default 1).
 # Usage: scripts/test.sh            (TRITIUM_TEST_DATA defaults to ../shared beside the checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +29,5 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j 2 --timeout 1800)
 
-echo "== Fuzzing (libFuzzer, ${FUZZ_SECONDS:-60} s per target)"
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+echo "== Fuzzing (libFuzzer, ${FUZZ_SECONDS:-60} s per target, seed ${FUZZ_SEED:-1})"
+FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

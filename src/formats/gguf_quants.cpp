@@ -149,6 +149,7 @@ GgufTernary gguf_tensor_to_ternary(const GgufTensorInfo& t, const std::string& f
   if (!gguf_type_is_ternary(t.type))
     fail("{}: tensor '{}' has type {}, not a ternary type (TQ1_0, TQ2_0, I2_S)", file, t.name, ggml_type_name(t.type));
   GgufTernary r = decode_ternary_raw(t, file);
+  if (r.values.empty()) return r;  // an empty I2_S tensor still stores its scale; there are no weights to check
   for (size_t b = 0; b < r.scales.size(); ++b) {
     if (!std::isfinite(r.scales[b]))
       fail("{}: tensor '{}' ({}): scale {} of block {} is not finite", file, t.name, ggml_type_name(t.type),

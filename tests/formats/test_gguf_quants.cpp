@@ -294,4 +294,15 @@ TEST(GgufQuants, EmptyTensorsConvertToNothing) {
   v.dtype = DType::F32;
   v.shape = {0, 4};
   EXPECT_TRUE(tensor_to_f32(v).empty());
+
+  // I2_S keeps its per-tensor scale after the (here absent) packed weights.
+  const uint8_t i2s_bytes[32] = {0, 0, 0x80, 0x3f};  // scale 1.0f
+  t.type = 36;                                      // I2_S
+  t.data = i2s_bytes;
+  t.nbytes = sizeof(i2s_bytes);
+  EXPECT_TRUE(gguf_tensor_to_f32(t, "empty.gguf").empty());
+  const GgufTernary r = gguf_tensor_to_ternary(t, "empty.gguf");
+  EXPECT_TRUE(r.values.empty());
+  ASSERT_EQ(r.scales.size(), 1u);
+  EXPECT_EQ(r.scales[0], 1.0f);
 }

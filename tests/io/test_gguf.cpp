@@ -375,7 +375,7 @@ TEST(Gguf, FuzzSeedsAreValid) {
     EXPECT_TRUE(f.version() == 2 || f.version() == 3) << e.path();
     ++n;
   }
-  EXPECT_EQ(n, 5);  // four written by make_gguf_seeds.py, one fuzz finding (empty_f32_tensor.gguf)
+  EXPECT_EQ(n, 6);  // four written by make_gguf_seeds.py, two fuzz findings (empty_f32_tensor, empty_i2_s_tensor)
   const GgufFile t = GgufFile::open(std::string(TRITIUM_SOURCE_DIR) + "/tests/fuzz/gguf/tensors.gguf");
   EXPECT_EQ(t.alignment(), 64u);
   EXPECT_EQ(t.tensors().size(), 7u);
