@@ -2,7 +2,7 @@
 // comes back, and the host-side packing of the penalty lists that the device kernels read.
 //
 // The rule is the engine's CPU sampler (engine/sampler.h, sample_with_uniform) bit for bit in its integer
-// decisions: banned ids -> -inf, then the repetition / presence / frequency penalties, then greedy argmax or
+// decisions: ids outside the allow mask and banned ids -> -inf, then the repetition / presence / frequency penalties, then greedy argmax or
 // temperature -> top-k -> top-p -> min-p -> a draw walking the kept ids in id order with the row's uniform. The
 // uniform comes from the request's own generator on the host, so a seeded request draws the same tokens whatever
 // runs beside it. Logprobs are of the raw logits (before bans and penalties), natural log.
@@ -32,6 +32,10 @@ struct RowSampling {
   std::span<const int32_t> prompt;  ///< prompt ids (repetition penalty)
   std::span<const int32_t> output;  ///< generated ids so far
   std::span<const int32_t> banned;  ///< ids set to -inf before the penalties (token constraints), each in [0, vocab)
+  /// Token constraints as a mask (engine/sampler.h token_constraint_mask): empty: every id may be sampled; else id
+  /// t may be sampled only when bit t % 64 of word t / 64 is set (ids past the mask may not). At least one id must
+  /// remain (allowed and not banned).
+  std::span<const uint64_t> allowed;
   int logprobs = -1;  ///< < 0: none; k in [0, kMaxDeviceTopLogprobs]: the sampled id's logprob and rank, top k
 };
 

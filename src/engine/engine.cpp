@@ -112,6 +112,8 @@ struct Engine::Req {
 
 namespace {
 
+constexpr const char* kNoTokenLeft = "allowed_token_ids, bad_words and the output grammar leave no token to sample";
+
 // The logprob of `id` and the top k under raw logits (natural log of the softmax; ties: lower id first).
 TokenLogprob token_logprob(std::span<const float> raw, int32_t id, int k) {
   TokenLogprob lp;
@@ -401,6 +403,9 @@ bool Engine::step() {
     if (on_device) {
       rows_.assign(out.chunks.size(), RowSampling{});
       bans_.resize(out.chunks.size());
+      allows_.resize(out.chunks.size());
+      no_token_left_.assign(out.chunks.size(), 0);
+      std::vector<int32_t> stop_ids;
       for (size_t i = 0; i < out.chunks.size(); ++i) {
         const ScheduledChunk& c = out.chunks[i];
         const Req& r = *reqs_.at(c.seq->id);
@@ -408,6 +413,20 @@ bool Engine::step() {
         // Sampled at this step: the chunk computes the sequence's last token.
         row.active = c.start + c.count >= c.seq->num_tokens() && r.r.max_tokens > 0;
         if (!row.active) continue;
+        bans_[i].clear();
+        allows_[i].clear();
+        if (!r.r.constraints.empty()) {
+          stop_ids = r.r.stop_token_ids;
+          stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+          if (!token_constraint_mask(r.r.constraints, backend_.model().vocab_size(), r.output, stop_ids,
+                                     r.grammar_state, allows_[i], bans_[i])) {
+            row.active = false;
+            no_token_left_[i] = 1;
+            continue;
+          }
+        }
+        row.banned = bans_[i];
+        row.allowed = allows_[i];
         const SamplingParams& p = r.r.sampling;
         row.temperature = p.temperature;
         row.top_k = p.top_k;
@@ -419,9 +438,6 @@ bool Engine::step() {
         row.uniform = is_greedy(p) ? 0.0 : r.sampler->next_uniform();
         row.prompt = std::span<const int32_t>(r.seq.tokens.data(), static_cast<size_t>(r.seq.num_prompt));
         row.output = r.output;
-        bans_[i].clear();
-        banned_ids(r, bans_[i]);
-        row.banned = bans_[i];
         row.logprobs = r.r.logprobs;
       }
       backend_.forward_sample(batch_, *cache_, rows_, sampled_);
@@ -453,37 +469,19 @@ bool Engine::step() {
 
 bool Engine::device_sampling_step(const SchedulerOutput& out) const {
   if (!backend_.samples_on_device()) return false;
-  const int64_t V = backend_.model().vocab_size();
   for (const auto& c : out.chunks) {
     const Req& r = *reqs_.at(c.seq->id);
-    if (r.r.prompt_logprobs >= 0 || !r.r.constraints.allowed_token_ids.empty() || r.r.constraints.grammar ||
-        r.r.logprobs > kMaxDeviceTopLogprobs)
-      return false;
-    // Bans that could cover the whole vocabulary need the CPU path's "no token left" check.
-    const TokenConstraints& tc = r.r.constraints;
-    if (static_cast<int64_t>(tc.bad_words.size() + r.r.stop_token_ids.size() + eos_ids_.size()) >= V) return false;
+    if (r.r.prompt_logprobs >= 0 || r.r.logprobs > kMaxDeviceTopLogprobs) return false;
   }
   return true;
 }
 
-void Engine::banned_ids(const Req& r, std::vector<int32_t>& ids) const {
-  const TokenConstraints& c = r.r.constraints;
-  const std::vector<int32_t>& out = r.output;
-  for (const auto& w : c.bad_words) {  // as apply_token_constraints
-    if (w.empty()) continue;
-    const size_t n = w.size() - 1;
-    if (out.size() < n) continue;
-    if (std::equal(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), out.end() - static_cast<std::ptrdiff_t>(n)))
-      ids.push_back(w.back());
-  }
-  if (static_cast<int64_t>(out.size()) < c.min_tokens) {
-    ids.insert(ids.end(), r.r.stop_token_ids.begin(), r.r.stop_token_ids.end());
-    ids.insert(ids.end(), eos_ids_.begin(), eos_ids_.end());
-  }
-}
-
 void Engine::sample_on_device(const SchedulerOutput& out, std::vector<SampledToken>& sampled) {
   for (size_t i = 0; i < out.chunks.size(); ++i) {
+    if (no_token_left_[i]) {
+      finish(*reqs_.at(out.chunks[i].seq->id), "error", kNoTokenLeft);
+      continue;
+    }
     if (!rows_[i].active) {
       Sequence* s = out.chunks[i].seq;
       Req& r = *reqs_.at(s->id);
@@ -543,7 +541,7 @@ void Engine::sample_on_host(const SchedulerOutput& out) {
       stop_ids = r.r.stop_token_ids;
       stop_ids.insert(stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
       if (!apply_token_constraints(r.r.constraints, row, r.output, stop_ids, r.grammar_state)) {
-        finish(r, "error", "allowed_token_ids, bad_words and the output grammar leave no token to sample");
+        finish(r, "error", kNoTokenLeft);
         continue;
       }
     }

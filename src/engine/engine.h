@@ -165,15 +165,13 @@ class Engine {
   void finish(Req& r, const std::string& reason, const std::string& error = {});
   void on_token(Req& r, int32_t tok, TokenLogprob* lp);
   bool grammar_done(Req& r, int32_t tok);
-  /// Whether every request of this step can be sampled by the backend on the device: no prompt logprobs, no
-  /// allowed_token_ids or output grammar (the CPU path applies those), and the backend samples on the device.
+  /// Whether every request of this step can be sampled by the backend on the device: no prompt logprobs, at most
+  /// kMaxDeviceTopLogprobs top logprobs, and the backend samples on the device. Token constraints (grammar,
+  /// allowed_token_ids, bad_words, min_tokens) go to the device as an allow mask and banned ids.
   bool device_sampling_step(const SchedulerOutput& out) const;
   /// Samples the chunks of a step after the forward on the host (CPU sampler) or from the backend's device results.
   void sample_on_host(const SchedulerOutput& out);
   void sample_on_device(const SchedulerOutput& out, std::vector<SampledToken>& sampled);
-  /// The ids of `r` masked at this step (bad words whose other tokens end the output, EOS / stop ids under
-  /// min_tokens), appended to `ids`.
-  void banned_ids(const Req& r, std::vector<int32_t>& ids) const;
   void loop();
   void update_gauges();
 
@@ -190,7 +188,9 @@ class Engine {
   std::vector<float> logits_;
   std::vector<BatchChunk> batch_;
   std::vector<RowSampling> rows_;          // device sampling: one per chunk
-  std::vector<std::vector<int32_t>> bans_; // banned ids of each row (rows_[i].banned points here)
+  std::vector<std::vector<int32_t>> bans_;    // banned ids of each row (rows_[i].banned points here)
+  std::vector<std::vector<uint64_t>> allows_; // allow mask of each row (rows_[i].allowed points here)
+  std::vector<char> no_token_left_;           // the row's constraints exclude every token: it ends with an error
   std::vector<SampledToken> sampled_;
 
   // Shared state.

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -149,10 +150,69 @@ bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits,
         saved.emplace_back(t, logits[t]);
         logits[t] = ninf;
       }
-    if (!any_finite())
-      for (const auto& [t, v] : saved) logits[t] = v;  // only stop tokens are left: min_tokens yields
+    if (!any_finite())  // only stop tokens are left: min_tokens yields (in reverse: an id listed twice was saved twice)
+      for (auto it = saved.rbegin(); it != saved.rend(); ++it) logits[it->first] = it->second;
   }
   return any_finite();
+}
+
+bool token_constraint_mask(const TokenConstraints& c, int64_t V, std::span<const int32_t> output,
+                           std::span<const int32_t> stop_ids, int32_t grammar_state, std::vector<uint64_t>& allow,
+                           std::vector<int32_t>& banned) {
+  allow.clear();
+  banned.clear();
+  const size_t W = static_cast<size_t>((V + 63) / 64);
+  auto set = [](std::vector<uint64_t>& m, int64_t t) { m[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64); };
+  auto has = [&](int64_t t) { return allow.empty() || (allow[static_cast<size_t>(t) / 64] >> (t % 64) & 1); };
+  if (c.grammar) {
+    allow = c.grammar->mask(grammar_state);
+    allow.resize(W, 0);
+    if (V % 64) allow[W - 1] &= (uint64_t{1} << (V % 64)) - 1;  // ids past V (a tokenizer larger than the head)
+    if (c.grammar->accepting(grammar_state))
+      for (int32_t t : stop_ids)
+        if (t >= 0 && t < V) set(allow, t);
+  }
+  if (!c.allowed_token_ids.empty()) {
+    std::vector<uint64_t> a(W, 0);
+    for (int32_t t : c.allowed_token_ids)
+      if (t >= 0 && t < V) set(a, t);
+    if (allow.empty()) {
+      allow = std::move(a);
+    } else {
+      for (size_t i = 0; i < W; ++i) allow[i] &= a[i];
+    }
+  }
+  for (const auto& w : c.bad_words) {  // as apply_token_constraints
+    if (w.empty()) continue;
+    const size_t n = w.size() - 1;
+    if (output.size() < n) continue;
+    if (std::equal(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), output.end() - static_cast<std::ptrdiff_t>(n)) &&
+        w.back() >= 0 && w.back() < V)
+      banned.push_back(w.back());
+  }
+  std::sort(banned.begin(), banned.end());
+  banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+  // Ids left: those allowed, less the allowed ones banned.
+  int64_t left = V;
+  if (!allow.empty()) {
+    left = 0;
+    for (uint64_t w : allow) left += std::popcount(w);
+  }
+  for (int32_t t : banned) left -= has(t);
+  if (static_cast<int64_t>(output.size()) < c.min_tokens) {
+    std::vector<int32_t> stops;  // stop ids still samplable
+    for (int32_t t : stop_ids)
+      if (t >= 0 && t < V && has(t) && !std::binary_search(banned.begin(), banned.end(), t)) stops.push_back(t);
+    std::sort(stops.begin(), stops.end());
+    stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
+    if (left > static_cast<int64_t>(stops.size())) {  // else only stop tokens are left: min_tokens yields
+      left -= static_cast<int64_t>(stops.size());
+      const size_t n = banned.size();
+      banned.insert(banned.end(), stops.begin(), stops.end());
+      std::inplace_merge(banned.begin(), banned.begin() + static_cast<std::ptrdiff_t>(n), banned.end());
+    }
+  }
+  return left > 0;
 }
 
 }  // namespace tritium

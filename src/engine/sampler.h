@@ -79,6 +79,15 @@ struct TokenConstraints {
 bool apply_token_constraints(const TokenConstraints& c, std::span<float> logits, std::span<const int32_t> output,
                              std::span<const int32_t> stop_ids, int32_t grammar_state = -1);
 
+/// The same constraints as a mask for a device sampler: `allow` (bit t % 64 of word t / 64 set: id t may be
+/// sampled; empty: every id; ids at or past allow.size() * 64 may not) and `banned` (distinct ids in [0, V)).
+/// Setting every id outside `allow` or in `banned` to -inf gives the logits apply_token_constraints leaves, for any
+/// row of finite logits (min_tokens yields to the stop ids under the same rule). Returns false when no token
+/// remains; allow and banned are then unspecified.
+bool token_constraint_mask(const TokenConstraints& c, int64_t V, std::span<const int32_t> output,
+                           std::span<const int32_t> stop_ids, int32_t grammar_state, std::vector<uint64_t>& allow,
+                           std::vector<int32_t>& banned);
+
 /// Applies the penalties of `p` to logits in place (exposed for tests).
 void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt,
                      std::span<const int32_t> output);

@@ -13,6 +13,9 @@
 #include "model/loader.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_grammar.h"
+#include "server/structured_output.h"
 #include "test_util.h"
 
 using namespace tritium;
@@ -286,12 +289,16 @@ TEST(EngineRequests, SeedReproducibleUnderBatchingCuda) {
   check_seed_reproducible(m);
 }
 
-// Every sampling option, penalties, token constraints and logprobs, 12 requests at once: sampled on the device
-// they give the tokens (and logprobs) the CPU sampler gives from the same device logits, allowed_token_ids (a
-// host-only constraint) included, which sends its steps to the host path.
+// Every sampling option, penalties, token constraints (bad words, min_tokens, output grammars, allowed_token_ids:
+// masks applied on the device) and logprobs, 14 requests at once: sampled on the device they give the tokens (and
+// logprobs) the CPU sampler gives from the same device logits.
 TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
   REQUIRE_CUDA_MODEL(m);
-  auto prompts = make_prompts(*m.tok, 12);
+  auto prompts = make_prompts(*m.tok, 14);
+  const auto vocab = server::make_vocabulary(*m.tok);
+  auto regex = std::make_shared<grammar::TokenGrammar>(grammar::compile_regex("[a-z]+( [a-z]+){2,5}\\."), vocab);
+  auto choice = std::make_shared<grammar::TokenGrammar>(
+      grammar::compile_choice({"Holmes", "Watson", "Moriarty", "Mrs Hudson"}), vocab);
   std::vector<EngineRequest> reqs;
   for (size_t i = 0; i < prompts.size(); ++i) {
     EngineRequest r;
@@ -309,13 +316,15 @@ TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
       case 4: p.temperature = 0; r.logprobs = 0; r.constraints.bad_words = {{prompts[i][1]}, {13, 11}}; break;
       case 5: p.top_p = 0.8f; r.constraints.min_tokens = 6; break;
     }
+    if (i == 12) r.constraints.grammar = regex, r.ignore_eos = false, r.max_tokens = 24;       // sampled at 1.0
+    if (i == 13) r.constraints.grammar = choice, r.ignore_eos = false, p.temperature = 0.0f;  // greedy
     reqs.push_back(r);
   }
   auto run = [&](Backend& be, bool with_allowed) {
     Engine eng(be, *m.tok, small_cfg());
     std::vector<std::shared_ptr<RequestHandle>> hs;
     for (auto r : reqs) hs.push_back(eng.add_request(r));
-    if (with_allowed) {  // a request that needs the host path joins midway
+    if (with_allowed) {  // a request with an allow list joins midway
       for (int k = 0; k < 4; ++k) eng.step();
       EngineRequest a = reqs[0];
       a.constraints.allowed_token_ids = {5, 6, 7, 100, 200};
@@ -359,6 +368,13 @@ TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
     if (with_allowed) {
       for (int32_t t : dev.back().token_ids) EXPECT_TRUE(t == 5 || t == 6 || t == 7 || t == 100 || t == 200) << t;
     }
+    // The grammars held on the device: lowercase words ending in a period, and one of the four names.
+    const std::string& words = dev[12].text;
+    EXPECT_EQ(dev[12].finish_reason, words.size() > 0 && words.back() == '.' ? "stop" : "length") << words;
+    for (char ch : words) EXPECT_TRUE((ch >= 'a' && ch <= 'z') || ch == ' ' || ch == '.') << words;
+    EXPECT_TRUE(dev[13].text == "Holmes" || dev[13].text == "Watson" || dev[13].text == "Moriarty" ||
+                dev[13].text == "Mrs Hudson")
+        << dev[13].text;
   }
 }
 

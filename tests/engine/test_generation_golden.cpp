@@ -158,7 +158,7 @@ TEST(GenerationGolden, DefaultHeadGreedy) {
 TEST(PerplexityGolden, DefaultTernaryHeadWithinPointThreePercentOfBf16) {
   REQUIRE_SHARED_DATA(s);
   if (test::under_sanitizer()) GTEST_SKIP() << "40-chunk perplexity runs in the Release suite only (too slow under ASan)";
-  for (const std::string text : {s + "/data/wikitext-2-raw/wiki.test.raw", s + "/data/books-eval/2852-0.txt"}) {
+  for (const std::string& text : {s + "/data/wikitext-2-raw/wiki.test.raw", s + "/data/books-eval/2852-0.txt"}) {
     const double bf16 = ppl_of(test::bundled_model(), text, 512, 40, false, KvDType::kF32, "bf16");
     const double def = ppl_of(test::bundled_model(), text, 512, 40, false, KvDType::kF32, "auto");
     std::printf("  %s: ppl bf16 head %.4f, default (%s) head %.4f (%+.3f%%)\n", text.c_str(), bf16, kTernaryDefaultHead,

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 
 #include "engine/generator.h"
 #include "engine/sampler.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_grammar.h"
 
 using namespace tritium;
 
@@ -139,4 +142,85 @@ TEST(TokenConstraints, MasksWhatTheyForbid) {
   none.bad_words = {{1}};
   l = {0.f, 1.f, 2.f};
   EXPECT_FALSE(apply_token_constraints(none, l, out_b, {}));
+}
+
+// token_constraint_mask (what a device sampler applies: an allow mask and banned ids) against
+// apply_token_constraints on random constraints: a grammar at states along random outputs, allow lists, bad words,
+// min_tokens with stop ids, a head wider than the tokenizer (V not a multiple of 64): the same logits remain, and
+// both agree when no token is left.
+TEST(TokenConstraints, DeviceMaskMatchesTheLogitsMask) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<std::string> bytes = {"", "", ""};  // 0..2: special tokens (BOS, EOS, a stop id)
+  for (char ch = 'a'; ch <= 'f'; ++ch) bytes.emplace_back(1, ch);
+  for (char ch = '0'; ch <= '9'; ++ch) bytes.emplace_back(1, ch);
+  for (const char* t : {" ", ".", "ab", "ba", "abc", " 1", " 12", "0.", "c.", "fa", " a", ".."}) bytes.emplace_back(t);
+  auto vocab = std::make_shared<grammar::Vocabulary>(bytes);
+  grammar::TokenGrammar g(grammar::compile_regex("[a-c]+( [0-9]+)?\\."), vocab);
+  std::mt19937 rng(3);
+  const int64_t V = vocab->size() + 37;
+  std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(V) - 1);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  int compared = 0, empty = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    TokenConstraints c;
+    std::vector<int32_t> output;
+    int32_t state = -1;
+    if (trial % 3 != 0) {  // a grammar, at the state after a random allowed output
+      c.grammar = std::shared_ptr<grammar::TokenGrammar>(&g, [](grammar::TokenGrammar*) {});
+      state = g.start();
+      const int steps = static_cast<int>(rng() % 6);
+      for (int k = 0; k < steps; ++k) {
+        const auto m = g.mask(state);
+        std::vector<int32_t> ok;
+        for (int32_t t = 0; t < vocab->size(); ++t)
+          if (m[static_cast<size_t>(t) / 64] >> (t % 64) & 1) ok.push_back(t);
+        if (ok.empty()) break;
+        const int32_t t = ok[rng() % ok.size()];
+        output.push_back(t);
+        state = g.advance(state, vocab->bytes(t));
+      }
+    } else {
+      for (int k = static_cast<int>(rng() % 4); k > 0; --k) output.push_back(any(rng));
+    }
+    if (rng() % 2) {
+      for (int k = static_cast<int>(rng() % 12); k >= 0; --k) c.allowed_token_ids.push_back(any(rng));
+      if (rng() % 4 == 0) c.allowed_token_ids.push_back(static_cast<int32_t>(V) + 5);  // outside: ignored
+    }
+    if (rng() % 2) {
+      c.bad_words.push_back({any(rng)});
+      if (!output.empty()) c.bad_words.push_back({output.back(), any(rng)});
+      c.bad_words.push_back({});
+    }
+    if (rng() % 2) c.min_tokens = static_cast<int64_t>(rng() % 6);
+    const std::vector<int32_t> stop_ids = {1, 2, 2, static_cast<int32_t>(V) + 1};
+    std::vector<float> logits(static_cast<size_t>(V));
+    for (auto& v : logits) v = nd(rng);
+
+    std::vector<float> want = logits;
+    const bool ok_want = apply_token_constraints(c, want, output, stop_ids, state);
+    std::vector<uint64_t> allow;
+    std::vector<int32_t> banned;
+    const bool ok_got = token_constraint_mask(c, V, output, stop_ids, state, allow, banned);
+    ASSERT_EQ(ok_got, ok_want) << "trial " << trial;
+    if (!ok_want) {
+      ++empty;
+      continue;
+    }
+    ASSERT_TRUE(std::is_sorted(banned.begin(), banned.end()));
+    ASSERT_TRUE(std::adjacent_find(banned.begin(), banned.end()) == banned.end());
+    std::vector<float> got = logits;
+    for (int64_t t = 0; t < V; ++t) {
+      const bool in = allow.empty() || (static_cast<size_t>(t) / 64 < allow.size() &&
+                                        (allow[static_cast<size_t>(t) / 64] >> (t % 64) & 1));
+      if (!in) got[static_cast<size_t>(t)] = ninf;
+    }
+    for (int32_t t : banned) {
+      ASSERT_TRUE(t >= 0 && t < V);
+      got[static_cast<size_t>(t)] = ninf;
+    }
+    ASSERT_EQ(got, want) << "trial " << trial;
+    ++compared;
+  }
+  EXPECT_GT(compared, 2000);
+  EXPECT_GT(empty, 10);  // the "no token left" case was exercised
 }

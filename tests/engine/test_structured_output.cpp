@@ -1,6 +1,7 @@
 // Structured output in the engine: with a grammar, every sampled token is one the grammar's mask allowed (the
 // output replayed token by token never leaves the language), every finished output is complete JSON of the
-// schema's shape, and greedy output is the same alone and batched — on tiny-bitnet and tiny-qwen2.
+// schema's shape, and greedy output is the same alone and batched — on tiny-bitnet and tiny-qwen2, with the CPU
+// sampler, and with the device sampler (the grammar's masks applied on the GPU) when a GPU is present.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -34,10 +35,14 @@ void check_shape(const std::string& text) {
   EXPECT_TRUE(j["sub"].is_null() || (j["sub"].is_object() && j["sub"]["ok"].is_boolean())) << text;
 }
 
-void run_model(const std::string& dir) {
+void run_model(const std::string& dir, bool cuda = false) {
   set_num_threads(1);
-  auto model = load_transformer(dir);
-  CpuBackend be(*model);
+  std::shared_ptr<const Transformer> model = load_transformer(dir);
+  const std::shared_ptr<Backend> bep = test::backend_for(model, cuda);
+  Backend& be = *bep;
+  if (cuda) {
+    ASSERT_TRUE(be.samples_on_device());
+  }
   auto tok = Tokenizer::from_file(dir + "/tokenizer.json");
   auto vocab = server::make_vocabulary(*tok);
   EngineConfig cfg;
@@ -88,7 +93,9 @@ void run_model(const std::string& dir) {
   eng.run_until_idle();
   for (int i = 0; i < 8; ++i) {
     const RequestOutput o = mix[static_cast<size_t>(i)]->wait_all();
-    if (i == 3) EXPECT_EQ(o.token_ids, alone.token_ids) << o.text << " vs " << alone.text;
+    if (i == 3) {
+      EXPECT_EQ(o.token_ids, alone.token_ids) << o.text << " vs " << alone.text;
+    }
   }
 }
 
@@ -99,6 +106,11 @@ TEST(StructuredOutput, TinyBitnetFollowsTheSchema) { run_model(test::bundled_mod
 TEST(StructuredOutput, TinyQwen2FollowsTheSchema) {
   REQUIRE_SHARED_DATA(shared);
   run_model(shared + "/models/tiny-qwen2");
+}
+
+TEST(StructuredOutput, TinyBitnetFollowsTheSchemaCuda) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
+  run_model(test::bundled_model(), true);
 }
 
 // A grammar that cannot complete within max_tokens ends with "length" (and its text is a valid prefix).

@@ -191,7 +191,9 @@ TEST(GrammarTokens, RandomWalksAlwaysGiveValidJson) {
     ASSERT_TRUE(j["items"].is_array()) << out;
     EXPECT_LE(j["items"].size(), 3u) << out;
     for (const auto& it : j["items"]) EXPECT_TRUE(it["w"].is_number()) << out;
-    if (j.contains("note") && j["note"].is_string()) EXPECT_LE(j["note"].get<std::string>().size(), 40u) << out;
+    if (j.contains("note") && j["note"].is_string()) {
+      EXPECT_LE(j["note"].get<std::string>().size(), 40u) << out;
+    }
   }
   TokenGrammar any(compile_json_object(), vocab);
   for (int k = 0; k < 20; ++k) {

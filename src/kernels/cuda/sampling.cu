@@ -112,16 +112,22 @@ __device__ __forceinline__ void block_scan(double x, double& excl, double& incl,
   excl = lane == 0 ? off : off + prev;
 }
 
+/// Whether id i passes the allow mask (null: every id does).
+__device__ __forceinline__ bool allowed(const uint32_t* allow, int i) {
+  return allow == nullptr || ((allow[i >> 5] >> (i & 31)) & 1u);
+}
+
 /// The row's values and the softmax of the sampling rule.
 struct Row {
   const float* l;
+  const uint32_t* allow;
   int V;
   float T, mx;
   double sum;
-  /// The scaled logit of i; false when the logit is not finite (not a candidate).
+  /// The scaled logit of i; false when the logit is not finite or i is outside the mask (not a candidate).
   __device__ __forceinline__ bool scaled(int i, float& s) const {
     const float v = l[i];
-    if (!(v > -INFINITY)) return false;
+    if (!(v > -INFINITY) || !allowed(allow, i)) return false;
     s = __fdiv_rn(v, T);
     return true;
   }
@@ -211,6 +217,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
                                                          const SampleRowParams* __restrict__ params,
                                                          const SamplePenalty* __restrict__ pen,
                                                          const int32_t* __restrict__ ban,
+                                                         const uint32_t* __restrict__ allow_all,
                                                          float* __restrict__ saved_pen, float* __restrict__ saved_ban,
                                                          SampleResult* __restrict__ out) {
   __shared__ Shared sh;
@@ -218,6 +225,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
   const SampleRowParams P = params[blockIdx.x];
   if (!P.active) return;
   float* l = logits + static_cast<int64_t>(blockIdx.x) * V;
+  const uint32_t* allow = P.allow_begin < 0 ? nullptr : allow_all + P.allow_begin;
 
   // Bans and penalties, the touched logits saved first (an id may be in both lists).
   for (int j = tid; j < P.ban_count; j += kThreads) saved_ban[P.ban_begin + j] = l[ban[P.ban_begin + j]];
@@ -240,13 +248,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
     float bv = -INFINITY;
     int bi = INT_MAX;
     for (int i = tid; i < V; i += kThreads) {
-      const float v = l[i];
+      const float v = allowed(allow, i) ? l[i] : -INFINITY;
       if (better(v, i, bv, bi)) bv = v, bi = i;
     }
     block_argmax(bv, bi, sh);
     pick = bi == INT_MAX ? 0 : bi;
   } else {
-    Row row{l, V, P.temperature, -INFINITY, 0.0};
+    Row row{l, allow, V, P.temperature, -INFINITY, 0.0};
     float mx = -INFINITY;
     int cnt = 0;
     for (int i = tid; i < V; i += kThreads) {
@@ -352,9 +360,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
 }  // namespace
 
 void sample_rows(float* logits, int V, int rows, const SampleRowParams* params, const SamplePenalty* pen,
-                 const int32_t* ban, float* saved_pen, float* saved_ban, SampleResult* out, cudaStream_t stream) {
+                 const int32_t* ban, const uint32_t* allow, float* saved_pen, float* saved_ban, SampleResult* out,
+                 cudaStream_t stream) {
   if (rows <= 0) return;
-  sample_kernel<<<rows, kThreads, 0, stream>>>(logits, V, params, pen, ban, saved_pen, saved_ban, out);
+  sample_kernel<<<rows, kThreads, 0, stream>>>(logits, V, params, pen, ban, allow, saved_pen, saved_ban, out);
   check_launch("sample_rows");
 }
 

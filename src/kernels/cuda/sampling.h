@@ -1,6 +1,7 @@
 // tritium kernels/cuda: token sampling from device logits, one block per logits row.
 //
-// Per row, in one kernel: banned ids -> -inf and the repetition / presence / frequency penalties (the touched
+// Per row, in one kernel: ids outside the row's allow mask (token constraints: a grammar, allowed_token_ids) are
+// read as -inf, banned ids -> -inf and the repetition / presence / frequency penalties (the touched
 // logits saved first), then greedy argmax (ties: lowest id) or temperature -> top-k -> top-p -> min-p -> a draw
 // that walks the kept ids in id order with the row's uniform, then the saved logits restored and, when asked, the
 // log-softmax of the raw row at the sampled id, its rank and the top k. The rule and its float operations are
@@ -32,6 +33,8 @@ struct SampleRowParams {
   int32_t active = 1;     ///< 0: the row is skipped (its result is not written)
   int32_t pen_begin = 0, pen_count = 0;  ///< entries in the penalty array
   int32_t ban_begin = 0, ban_count = 0;  ///< entries in the banned-id array (distinct ids in [0, V))
+  int32_t allow_begin = -1;  ///< < 0: every id may be sampled; else the row's mask starts at word allow_begin of
+                             ///< the allow array: ceil(V / 32) words, id i allowed when bit i % 32 of word i / 32 is set
 };
 
 /// One id's penalty: seen (the repetition penalty applies), count in the output (presence / frequency).
@@ -49,9 +52,11 @@ struct SampleResult {
 };
 
 /// Samples `rows` rows of logits [rows, V] float (modified during the kernel, restored bit for bit before it
-/// ends). params [rows]; pen / ban: the rows' entries (SampleRowParams ranges); saved_pen / saved_ban scratch of
-/// the same sizes; out [rows]. Throws tritium::Error on a launch error.
+/// ends). params [rows]; pen / ban / allow: the rows' entries (SampleRowParams ranges; allow may be null when no
+/// row has a mask); saved_pen / saved_ban scratch of the same sizes as pen / ban; out [rows]. A row's mask must
+/// leave at least one id (its pick is otherwise unspecified). Throws tritium::Error on a launch error.
 void sample_rows(float* logits, int V, int rows, const SampleRowParams* params, const SamplePenalty* pen,
-                 const int32_t* ban, float* saved_pen, float* saved_ban, SampleResult* out, cudaStream_t stream);
+                 const int32_t* ban, const uint32_t* allow, float* saved_pen, float* saved_ban, SampleResult* out,
+                 cudaStream_t stream);
 
 }  // namespace tritium::cuda

@@ -1,5 +1,6 @@
 // The device sampler (backend/cuda/device_sampler.h, kernels/cuda/sampling.h) against the CPU sampler
-// (engine/sampler.h) on random logits: for every option, the same logits and the same uniform give the same token;
+// (engine/sampler.h) on random logits: for every option, allow masks included, the same logits and the same uniform
+// give the same token;
 // logprobs, ranks and top logprobs match the log-softmax of the raw logits; the logits are left as they were.
 // Skipped (visibly) without CUDA or without a GPU.
 #include <gtest/gtest.h>
@@ -38,17 +39,19 @@ struct Case {
   int logprobs = -1;
   bool penalties_lists = false;  // prompt / output ids for the penalties
   bool bans = false;
+  bool mask = false;  // an allow mask (token constraints): random ids, the best one excluded, some rows short
 };
 
 std::vector<Case> cases() {
   std::vector<Case> cs;
-  auto add = [&](std::string n, auto f, int lp = -1, bool lists = false, bool bans = false) {
+  auto add = [&](std::string n, auto f, int lp = -1, bool lists = false, bool bans = false, bool mask = false) {
     Case c;
     c.name = std::move(n);
     f(c.p);
     c.logprobs = lp;
     c.penalties_lists = lists;
     c.bans = bans;
+    c.mask = mask;
     cs.push_back(c);
   };
   add("greedy", [](SamplingParams& p) { p.temperature = 0; });
@@ -73,6 +76,11 @@ std::vector<Case> cases() {
     p.repetition_penalty = 1.1f; p.presence_penalty = -0.5f; p.frequency_penalty = 0.2f; p.top_p = 0.95f; }, 4, true);
   add("bans", [](SamplingParams& p) { p.top_k = 20; }, -1, false, true);
   add("bans greedy + penalties", [](SamplingParams& p) { p.temperature = 0; p.presence_penalty = 1.0f; }, 1, true, true);
+  add("mask greedy", [](SamplingParams& p) { p.temperature = 0; }, 2, false, false, true);
+  add("mask temp 1", [](SamplingParams&) {}, -1, false, false, true);
+  add("mask top_k 10 + bans", [](SamplingParams& p) { p.top_k = 10; }, -1, false, true, true);
+  add("mask top_p 0.9 min_p + penalties", [](SamplingParams& p) {
+    p.top_p = 0.9f; p.min_p = 0.01f; p.repetition_penalty = 1.2f; }, 5, true, false, true);
   return cs;
 }
 
@@ -93,7 +101,11 @@ std::vector<float> random_row(std::mt19937& rng, int V, int kind) {
 
 // The engine's reference for one row: bans -> penalties -> sample_with_uniform.
 int32_t cpu_pick(const Case& c, std::vector<float> l, const std::vector<int32_t>& prompt,
-                 const std::vector<int32_t>& output, const std::vector<int32_t>& banned, double u) {
+                 const std::vector<int32_t>& output, const std::vector<int32_t>& banned,
+                 const std::vector<uint64_t>& allow, double u) {
+  if (c.mask)
+    for (size_t t = 0; t < l.size(); ++t)
+      if (t / 64 >= allow.size() || !(allow[t / 64] >> (t % 64) & 1)) l[t] = -std::numeric_limits<float>::infinity();
   for (int32_t t : banned) l[t] = -std::numeric_limits<float>::infinity();
   apply_penalties(c.p, l, prompt, output);
   std::vector<std::pair<float, int32_t>> scratch;
@@ -107,10 +119,11 @@ void run_cases(int V, int rows_per_case, uint32_t seed) {
   std::vector<RowSampling> rows;
   std::vector<const Case*> row_case;
   std::vector<std::vector<int32_t>> prompts, outputs, bans;
+  std::vector<std::vector<uint64_t>> masks;
   std::uniform_int_distribution<int32_t> tok(0, V - 1);
   std::uniform_real_distribution<double> ud(0.0, 1.0);
   const size_t R = cs.size() * static_cast<size_t>(rows_per_case);
-  prompts.resize(R), outputs.resize(R), bans.resize(R);
+  prompts.resize(R), outputs.resize(R), bans.resize(R), masks.resize(R);
   for (const Case& c : cs) {
     for (int k = 0; k < rows_per_case; ++k) {
       const size_t i = rows.size();
@@ -126,6 +139,15 @@ void run_cases(int V, int rows_per_case, uint32_t seed) {
         const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
         bans[i] = {best, tok(rng), tok(rng), best};  // a duplicate too
       }
+      if (c.mask) {
+        // Every third row's mask is short (ids past it are excluded); the best id and every fourth one are out.
+        const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+        const size_t words = (static_cast<size_t>(V) + 63) / 64;
+        masks[i].assign(k % 3 == 2 ? std::max<size_t>(1, words / 2) : words, 0);
+        for (int32_t t = 0; t < V; ++t)
+          if (t != best && (rng() % 4) != 0 && static_cast<size_t>(t) / 64 < masks[i].size())
+            masks[i][static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+      }
       RowSampling r;
       r.temperature = c.p.temperature;
       r.top_k = c.p.top_k;
@@ -140,7 +162,8 @@ void run_cases(int V, int rows_per_case, uint32_t seed) {
       row_case.push_back(&c);
     }
   }
-  for (size_t i = 0; i < R; ++i) rows[i].prompt = prompts[i], rows[i].output = outputs[i], rows[i].banned = bans[i];
+  for (size_t i = 0; i < R; ++i)
+    rows[i].prompt = prompts[i], rows[i].output = outputs[i], rows[i].banned = bans[i], rows[i].allowed = masks[i];
   rows[1].active = false;  // an inactive row in the batch
 
   float* d = nullptr;
@@ -174,7 +197,7 @@ void run_cases(int V, int rows_per_case, uint32_t seed) {
     const Case& c = *row_case[i];
     const std::vector<float> raw(logits.begin() + static_cast<std::ptrdiff_t>(i * V),
                                  logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
-    const int32_t want = cpu_pick(c, raw, prompts[i], outputs[i], bans[i], rows[i].uniform);
+    const int32_t want = cpu_pick(c, raw, prompts[i], outputs[i], bans[i], masks[i], rows[i].uniform);
     if (got[i].id != want) ++mismatches;
     EXPECT_EQ(got[i].id, want) << c.name << ", row " << i << ", V " << V << ", u " << rows[i].uniform;
     if (c.logprobs < 0) continue;
