@@ -6,7 +6,7 @@
 
 namespace tritium::env {
 
-/// TRITIUM_KERNEL: forces the CPU kernel path, "ref", "avx2" or "avx512" ("" = the best this CPU supports).
+/// TRITIUM_KERNEL: forces the CPU kernel path, "ref", "avx2", "avx512" or "amx" ("" = the best this CPU supports).
 std::string kernel();
 /// TRITIUM_CUDA_ATTENTION: "basic" forces the simple per-row CUDA attention kernels; "" or "auto" = automatic.
 std::string cuda_attention();

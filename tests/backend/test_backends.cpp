@@ -30,7 +30,7 @@ struct Candidate {
 
 std::vector<Candidate> candidates() {
   std::vector<Candidate> out;
-  for (cpu::KernelPath p : {cpu::KernelPath::kAvx2, cpu::KernelPath::kAvx512})
+  for (cpu::KernelPath p : {cpu::KernelPath::kAvx2, cpu::KernelPath::kAvx512, cpu::KernelPath::kAmx})
     if (cpu::kernel_path_supported(p))
       out.push_back({"cpu " + std::string(cpu::kernel_path_name(p)),
                      [](const Transformer& m) { return std::make_shared<CpuBackend>(m); }, p});

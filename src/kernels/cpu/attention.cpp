@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -36,6 +37,31 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
   const int64_t qstride = static_cast<int64_t>(H) * D, kvstride = static_cast<int64_t>(KVH) * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool avx2 = cpu_kernel_path() != KernelPath::kRef && D % 8 == 0;
+  if (avx2) {
+    // The query heads of one KV head at one token together (same K, V and positions), up to
+    // kAttentionMaxRows at a time; each row's result is the one-row kernel's.
+    const int chunks = (group + detail::kAttentionMaxRows - 1) / detail::kAttentionMaxRows;
+    parallel_for(static_cast<int64_t>(KVH) * chunks * T, 1, [&](int64_t b, int64_t e) {
+      const int64_t ld = start_pos + T;
+      std::vector<float> scores(static_cast<size_t>(detail::kAttentionMaxRows * ld));
+      const float* qs[detail::kAttentionMaxRows];
+      float* os[detail::kAttentionMaxRows];
+      for (int64_t idx = b; idx < e; ++idx) {
+        const int64_t gc = idx / T, t = idx % T;
+        const int g = static_cast<int>(gc / chunks), c = static_cast<int>(gc % chunks);
+        const int h0 = g * group + c * detail::kAttentionMaxRows;
+        const int J = std::min(detail::kAttentionMaxRows, (g + 1) * group - h0);
+        for (int j = 0; j < J; ++j) {
+          qs[j] = q + t * qstride + static_cast<int64_t>(h0 + j) * D;
+          os[j] = out + t * qstride + static_cast<int64_t>(h0 + j) * D;
+        }
+        const int64_t kvoff = static_cast<int64_t>(g) * D;
+        detail::attention_rows_avx2(J, qs, os, scores.data(), ld, k + kvoff, v + kvoff, start_pos + t + 1, kvstride,
+                                    D, scale);
+      }
+    });
+    return;
+  }
   parallel_for(static_cast<int64_t>(H) * T, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(static_cast<size_t>(start_pos + T));
     for (int64_t idx = b; idx < e; ++idx) {

@@ -34,7 +34,8 @@ Int8Kernel parse_int8_kernel(std::string_view s, std::string_view what) {
   if (s == "ref") return Int8Kernel::kRef;
   if (s == "avx2") return Int8Kernel::kAvx2;
   if (s == "avx512") return Int8Kernel::kAvx512;
-  fail("{}='{}' is not one of ref, avx2, avx512", what, s);
+  if (s == "amx") return Int8Kernel::kAvx512;  // the amx path puts the ternary GEMM on tiles; int8 stays AVX-512
+  fail("{}='{}' is not one of ref, avx2, avx512, amx", what, s);
 }
 
 namespace {

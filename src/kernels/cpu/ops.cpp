@@ -66,7 +66,7 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void quantize_rows_absmax_i8(const float* x, int64_t M, int64_t K, int8_t* q, float* inv_scale) {
-  const bool avx512 = cpu_kernel_path() == KernelPath::kAvx512;
+  const bool avx512 = has_avx512(cpu_kernel_path());
   auto rows = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const float* xr = x + m * K;

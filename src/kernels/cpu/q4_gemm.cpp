@@ -26,7 +26,7 @@ void q4_gemm_ref(const Q4Rows& w, const int8_t* x, const float* act_scale, int64
 }
 
 void q4_gemm(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
-  if (cpu::cpu_kernel_path() != cpu::KernelPath::kAvx512) {
+  if (!cpu::has_avx512(cpu::cpu_kernel_path())) {
     q4_gemm_ref(w, x, act_scale, M, y);
     return;
   }

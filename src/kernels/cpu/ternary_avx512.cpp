@@ -57,6 +57,47 @@ void decode_i2(const TernaryView& w, int64_t t, uint8_t* out) {
   }
 }
 
+// A few rows (decode batches) straight from the i2 codes: every 64-byte block is unpacked in registers as in the
+// GEMV and used for each row, so no decoded tile is written and read back (at 4 rows that round trip took more
+// time than the arithmetic). Sums are of int32, so any order gives the GEMV's and the tiled GEMM's values.
+// Accumulator sets over the four sub-steps keep enough independent vpdpbusd chains at 2-4 rows.
+template <int MB>
+void rows_i2_mb(const TernaryView& w, int64_t t, const int8_t* xp, int64_t ldx, int32_t* out) {
+  constexpr int kSets = MB <= 2 ? 4 : MB <= 4 ? 2 : 1;
+  const int64_t blocks = w.kp / 16;
+  const uint8_t* p = w.codes + t * blocks * 64;
+  const __m512i m3 = _mm512_set1_epi8(3);
+  __m512i acc[kSets][MB];
+  for (int u = 0; u < kSets; ++u)
+    for (int i = 0; i < MB; ++i) acc[u][i] = _mm512_setzero_si512();
+  for (int64_t b = 0; b < blocks; ++b) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + b * 64 + kPrefetchBytes), _MM_HINT_T0);
+    const __m512i v = _mm512_loadu_si512(p + b * 64);
+    const __m512i c[4] = {_mm512_and_si512(v, m3), _mm512_and_si512(_mm512_srli_epi16(v, 2), m3),
+                          _mm512_and_si512(_mm512_srli_epi16(v, 4), m3),
+                          _mm512_and_si512(_mm512_srli_epi16(v, 6), m3)};
+    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < MB; ++i) acc[j % kSets][i] = dp(acc[j % kSets][i], c[j], xp + i * ldx + b * 16 + 4 * j);
+  }
+  for (int i = 0; i < MB; ++i) {
+    __m512i a = acc[0][i];
+    for (int u = 1; u < kSets; ++u) a = _mm512_add_epi32(a, acc[u][i]);
+    _mm512_storeu_si512(out + 16 * i, a);
+  }
+}
+
+void rows_i2(const TernaryView& w, int64_t t, const int8_t* xp, int64_t ldx, int mb, int32_t* out) {
+  switch (mb) {
+#define TRITIUM_ROWS_CASE(n) \
+  case n: return rows_i2_mb<n>(w, t, xp, ldx, out);
+    TRITIUM_ROWS_CASE(2) TRITIUM_ROWS_CASE(3) TRITIUM_ROWS_CASE(4) TRITIUM_ROWS_CASE(5) TRITIUM_ROWS_CASE(6)
+    TRITIUM_ROWS_CASE(7) TRITIUM_ROWS_CASE(8) TRITIUM_ROWS_CASE(9) TRITIUM_ROWS_CASE(10) TRITIUM_ROWS_CASE(11)
+    TRITIUM_ROWS_CASE(12) TRITIUM_ROWS_CASE(13) TRITIUM_ROWS_CASE(14) TRITIUM_ROWS_CASE(15)
+#undef TRITIUM_ROWS_CASE
+    default: break;
+  }
+}
+
 // ---- tq1 -------------------------------------------------------------------------------------------
 // Trit q of every byte: ((byte * 3^q) mod 256) * 3 >> 8, done in 16-bit lanes for the low byte (held as
 // lo << 8) and the high byte (hi << 8) separately, then merged.
@@ -233,8 +274,8 @@ void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, in
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx512() {
-  static const TernaryIsa isa{&gemv_i2,   &gemv_tq1,   &gemv_bitcos, &decode_i2,
-                               &decode_tq1, &decode_bitcos, &mm_codes, 16};
+  static const TernaryIsa isa{&gemv_i2,   &gemv_tq1, &gemv_bitcos, &decode_i2, &decode_tq1,
+                               &decode_bitcos, &mm_codes, 16,     &rows_i2,     15};
   return isa;
 }
 

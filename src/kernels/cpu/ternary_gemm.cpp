@@ -13,26 +13,51 @@
 namespace tritium::cpu {
 namespace {
 
-// x [M, K] copied into xp [M, kp] with zero padding, and per-group sums sumx [M, G] of x.
+// x [M, K] copied into xp [M, kp] with zero padding, per-group sums sumx [M, G] of x and their totals
+// row_sum [M] (the code-sum correction of a whole row). Rows are split over the threads at prefill sizes.
 struct PaddedX {
   std::vector<int8_t> xp;
-  std::vector<int32_t> sumx;
+  std::vector<int32_t> sumx, row_sum;
 };
 
-PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M) {
+PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_t pad_rows = 1) {
   const int64_t K = w.k, kp = w.kp, G = w.groups();
+  const int64_t Mp = (M + pad_rows - 1) / pad_rows * pad_rows;  // rows the microkernel may read
   PaddedX p;
-  p.xp.assign(static_cast<size_t>(M * kp + 64), 0);  // +64: slack for vector broadcasts
-  p.sumx.assign(static_cast<size_t>(M * G), 0);
-  for (int64_t m = 0; m < M; ++m) {
-    std::memcpy(p.xp.data() + m * kp, x + m * K, static_cast<size_t>(K));
-    for (int64_t k = 0; k < K; ++k) p.sumx[m * G + k / kTernaryGroupK] += x[m * K + k];
+  p.xp.resize(static_cast<size_t>(Mp * kp + 64));  // +64: slack for vector broadcasts
+  p.sumx.resize(static_cast<size_t>(M * G));
+  p.row_sum.resize(static_cast<size_t>(M));
+  std::memset(p.xp.data() + M * kp, 0, static_cast<size_t>((Mp - M) * kp + 64));
+  auto rows = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const int8_t* xr = x + m * K;
+      std::memcpy(p.xp.data() + m * kp, xr, static_cast<size_t>(K));
+      std::memset(p.xp.data() + m * kp + K, 0, static_cast<size_t>(kp - K));
+      int32_t total = 0;
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t k0 = g * kTernaryGroupK, k1 = std::min(K, k0 + kTernaryGroupK);
+        int32_t s = 0;
+        for (int64_t k = k0; k < k1; ++k) s += xr[k];
+        p.sumx[m * G + g] = s;
+        total += s;
+      }
+      p.row_sum[m] = total;
+    }
+  };
+  if (M >= 32) {
+    parallel_for(M, 8, rows);
+  } else {
+    rows(0, M);
   }
   return p;
 }
 
 const detail::TernaryIsa& isa_for(KernelPath path) {
-  return path == KernelPath::kAvx512 ? detail::ternary_isa_avx512() : detail::ternary_isa_avx2();
+  switch (path) {
+    case KernelPath::kAmx: return detail::ternary_isa_amx();
+    case KernelPath::kAvx512: return detail::ternary_isa_avx512();
+    default: return detail::ternary_isa_avx2();
+  }
 }
 
 void check_view(const TernaryView& w) {
@@ -57,20 +82,31 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
   const KernelPath path = cpu_kernel_path();
   if (path == KernelPath::kRef) return detail::ternary_gemm_i32_ref(w, x, M, acc);
   const detail::TernaryIsa& isa = isa_for(path);
-  const int64_t N = w.n, kp = w.kp, G = w.groups();
-  const PaddedX px = pad_activations(w, x, M);
+  const int64_t N = w.n, kp = w.kp;
+  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1);
   auto store = [&](int64_t t, int64_t m, const int32_t* out) {
-    int32_t sx = 0;
-    for (int64_t g = 0; g < G; ++g) sx += px.sumx[m * G + g];
-    for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) acc[m * N + t * 16 + r] = out[r] - sx;
+    const int32_t sx = px.row_sum[static_cast<size_t>(m)];
+    const int64_t nr = std::min<int64_t>(16, N - t * 16);
+    int32_t* dst = acc + m * N + t * 16;
+    for (int64_t r = 0; r < nr; ++r) dst[r] = out[r] - sx;
   };
   if (M == 1) {
     parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
       alignas(64) int32_t out[16];
       for (int64_t t = t0; t < t1; ++t) {
         uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
-        isa.gemv_tile(w, t, 0, G, px.xp.data(), &pos, out);
+        isa.gemv_tile(w, t, 0, w.groups(), px.xp.data(), &pos, out);
         store(t, 0, out);
+      }
+    });
+    return;
+  }
+  if (w.fmt == TernaryFormat::kI2 && M <= isa.max_rows_i2) {  // decode batches: no decoded tile
+    parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
+      alignas(64) int32_t out[16 * 16];
+      for (int64_t t = t0; t < t1; ++t) {
+        isa.rows_i2(w, t, px.xp.data(), kp, static_cast<int>(M), out);
+        for (int64_t m = 0; m < M; ++m) store(t, m, out + 16 * m);
       }
     });
     return;
@@ -97,7 +133,7 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
   if (path == KernelPath::kRef) return detail::ternary_gemm_f32_ref(w, x, act_scale, M, group_scales, y);
   const detail::TernaryIsa& isa = isa_for(path);
   const int64_t N = w.n, kp = w.kp, G = w.groups();
-  const PaddedX px = pad_activations(w, x, M);
+  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1);
   // s[i][r] += group_scale * (code sum - x sum): the same float operations, in the same order, as the ref.
   auto accumulate = [&](int64_t t, int64_t g, int64_t m, const int32_t* out, float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) {

@@ -62,6 +62,12 @@ struct TernaryIsa {
   void (*mm_codes)(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb,
                    int32_t* out);
   int max_mb;
+  /// Few-row GEMM straight from the i2 codes of tile t (no decoded tile): out[i * 16 + r] for rows
+  /// x_i = xp + i * ldx, i < mb, 2 <= mb <= max_rows_i2. Null (max_rows_i2 0) where the ISA has none.
+  void (*rows_i2)(const TernaryView& w, int64_t t, const int8_t* xp, int64_t ldx, int mb, int32_t* out) = nullptr;
+  int max_rows_i2 = 0;
+  /// mm_codes may read x rows up to mb rounded up to this (the caller pads x with zero rows).
+  int pad_rows = 1;
 
   void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* sign_pos,
                  int32_t* out) const {
@@ -83,6 +89,8 @@ struct TernaryIsa {
 };
 const TernaryIsa& ternary_isa_avx2();
 const TernaryIsa& ternary_isa_avx512();
+/// AVX-512 with the GEMM microkernel on AMX tiles (ternary_amx.cpp); max_mb 64.
+const TernaryIsa& ternary_isa_amx();
 }  // namespace detail
 
 }  // namespace tritium::cpu

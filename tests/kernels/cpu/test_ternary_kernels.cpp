@@ -40,7 +40,7 @@ std::vector<int32_t> naive(const std::vector<int8_t>& w, const std::vector<int8_
 
 std::vector<KernelPath> supported_paths() {
   std::vector<KernelPath> out;
-  for (KernelPath p : {KernelPath::kRef, KernelPath::kAvx2, KernelPath::kAvx512})
+  for (KernelPath p : {KernelPath::kRef, KernelPath::kAvx2, KernelPath::kAvx512, KernelPath::kAmx})
     if (cpu::kernel_path_supported(p)) out.push_back(p);
   return out;
 }
@@ -60,6 +60,7 @@ struct PathGuard {
 TEST(TernaryKernels, PathNamesAndForcing) {
   PathGuard guard;
   EXPECT_EQ(cpu::parse_kernel_path("avx512"), KernelPath::kAvx512);
+  EXPECT_EQ(cpu::parse_kernel_path("amx"), KernelPath::kAmx);
   EXPECT_THROW(cpu::parse_kernel_path("sse"), Error);
   EXPECT_TRUE(cpu::kernel_path_supported(KernelPath::kRef));
   for (KernelPath p : supported_paths()) {
@@ -82,10 +83,10 @@ TEST(TernaryKernels, GemmI32EqualsOracleOnEveryPathShapeAndM) {
   };
   const Case cases[] = {{37, 2560 + 37, 0.356}, {3, 100, 0.42}, {1, 1, 0.0}, {16, 128, 1.0}, {33, 255, 0.51},
                         {20, 700, 0.0}};
-  const int64_t Ms[] = {1, 2, 3, 5, 8, 16, 17, 31, 65};
+  const int64_t Ms[] = {1, 2, 3, 5, 8, 16, 17, 31, 48, 64, 65, 130};
   for (const Case& c : cases) {
     const auto w = random_ternary(c.n, c.k, c.z, rng);
-    const auto x = random_x(65, c.k, rng);
+    const auto x = random_x(130, c.k, rng);
     for (TernaryFormat f : kFormats) {
       auto p = pack_ternary(f, w.data(), c.n, c.k);
       for (int64_t M : Ms) {
