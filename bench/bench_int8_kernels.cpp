@@ -1,8 +1,11 @@
 // int8 GEMV/GEMM kernels vs an fp32 baseline (AVX-512 FMA, same 4-row tiling) on transformer shapes.
 // Args: N (out features), K (in features), M (tokens; 1 = GEMV). Single thread unless
 // TRITIUM_BENCH_THREADS is set. Counters: GB/s of weight bytes streamed, GOPS (2*M*N*K / time).
-// GCC 12: false -Wmaybe-uninitialized inside avx512fintrin.h reduce helpers.
+// BM_Int8Head: the 2B4T output head (128256 x 2560 int8, 328 MB: from DRAM) at 1 and 4 tokens, and BM_ReadBW the
+// read bandwidth of a 1 GiB buffer on the same threads, so the head GEMV's share of it comes from one run.
+// GCC 12: false -Wmaybe-uninitialized / -Wuninitialized inside avx512fintrin.h reduce helpers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -120,6 +123,48 @@ void BM_Linear(benchmark::State& st, Int8Method method) {
   counters(st, M, N, K, static_cast<double>(N * K));
 }
 
+// A plain AVX-512 read of 1 GiB split over the threads: the bandwidth the head GEMV is measured against.
+__attribute__((target("avx512f"))) uint64_t sum_avx512(const uint64_t* p, size_t n) {
+  __m512i a = _mm512_setzero_si512(), b = a;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a = _mm512_add_epi64(a, _mm512_load_si512(p + i));
+    b = _mm512_add_epi64(b, _mm512_load_si512(p + i + 8));
+  }
+  uint64_t s = static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(a, b)));
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+void BM_ReadBW(benchmark::State& st) {
+  setup_threads();
+  constexpr size_t kBytes = size_t{1} << 30;
+  static uint64_t* buf = [] {
+    auto* p = static_cast<uint64_t*>(std::aligned_alloc(64, kBytes));
+    for (size_t i = 0; i < kBytes / 8; ++i) p[i] = i;  // touch every page
+    return p;
+  }();
+  const int threads = num_threads();
+  const size_t words = kBytes / 8;
+  for (auto _ : st) {
+    std::vector<uint64_t> part(static_cast<size_t>(threads), 0);
+    parallel_for(threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const size_t b = words * t / threads / 8 * 8, e = t + 1 == threads ? words : words * (t + 1) / threads / 8 * 8;
+        part[t] = sum_avx512(buf + b, e - b);
+      }
+    });
+    benchmark::DoNotOptimize(part.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(static_cast<double>(kBytes), benchmark::Counter::kIsIterationInvariantRate,
+                                           benchmark::Counter::kIs1000);
+}
+
+void head_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 4}) b->Args({128256, 2560, m});
+  b->ArgNames({"N", "K", "M"});
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 256}, {768, 256}, {2560, 2560}, {6912, 2560}})
     for (int64_t m : {1, 16, 64}) b->Args({n, k, m});
@@ -132,6 +177,8 @@ BENCHMARK_CAPTURE(BM_Int8, ref, Int8Kernel::kRef)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Int8, avx2, Int8Kernel::kAvx2)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Int8, avx512, Int8Kernel::kAvx512)->Apply(shapes);
 BENCHMARK(BM_Fp32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Int8, avx512_head, Int8Kernel::kAvx512)->Apply(head_shapes)->UseRealTime();
+BENCHMARK(BM_ReadBW)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Linear, vectorwise, Int8Method::kVectorwise)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, llm_int8, Int8Method::kLlmInt8)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, weight_only, Int8Method::kWeightOnly)->Apply(shapes);
