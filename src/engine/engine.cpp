@@ -427,15 +427,8 @@ bool Engine::step() {
         }
         row.banned = bans_[i];
         row.allowed = allows_[i];
-        const SamplingParams& p = r.r.sampling;
-        row.temperature = p.temperature;
-        row.top_k = p.top_k;
-        row.top_p = p.top_p;
-        row.min_p = p.min_p;
-        row.repetition_penalty = p.repetition_penalty;
-        row.presence_penalty = p.presence_penalty;
-        row.frequency_penalty = p.frequency_penalty;
-        row.uniform = is_greedy(p) ? 0.0 : r.sampler->next_uniform();
+        set_row_rule(r.r.sampling, row);
+        row.uniform = is_greedy(r.r.sampling) ? 0.0 : r.sampler->next_uniform();
         row.prompt = std::span<const int32_t>(r.seq.tokens.data(), static_cast<size_t>(r.seq.num_prompt));
         row.output = r.output;
         row.logprobs = r.r.logprobs;

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/device_sampling.h"
 #include "grammar/token_grammar.h"
 
 namespace tritium {
@@ -26,6 +27,18 @@ struct SamplingParams {
 
 /// Whether `p` samples greedily (temperature <= 0 or top_k == 1): argmax, ties -> lowest id, no draw.
 inline bool is_greedy(const SamplingParams& p) { return p.temperature <= 0.0f || p.top_k == 1; }
+
+/// Copies the rule of `p` (temperature, top-k / top-p / min-p, penalties) into a device sampling row; the draw,
+/// the token lists, the masks and logprobs stay the caller's.
+inline void set_row_rule(const SamplingParams& p, RowSampling& r) {
+  r.temperature = p.temperature;
+  r.top_k = p.top_k;
+  r.top_p = p.top_p;
+  r.min_p = p.min_p;
+  r.repetition_penalty = p.repetition_penalty;
+  r.presence_penalty = p.presence_penalty;
+  r.frequency_penalty = p.frequency_penalty;
+}
 
 /// The sampling rule after the penalties, given the draw u in [0, 1): candidates are the finite logits divided by
 /// the temperature, ordered by (value descending, id ascending); top-k keeps the first k, softmax over those (exp

@@ -290,11 +290,12 @@ TEST(EngineRequests, SeedReproducibleUnderBatchingCuda) {
 }
 
 // Every sampling option, penalties, token constraints (bad words, min_tokens, output grammars, allowed_token_ids:
-// masks applied on the device) and logprobs, 14 requests at once: sampled on the device they give the tokens (and
-// logprobs) the CPU sampler gives from the same device logits.
+// masks applied on the device) and logprobs, 15 requests at once: sampled on the device they give the tokens (and
+// logprobs) the CPU sampler gives from the same device logits; a request whose constraints leave no token ends with
+// "error" on both paths and its batch mates carry on.
 TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
   REQUIRE_CUDA_MODEL(m);
-  auto prompts = make_prompts(*m.tok, 14);
+  auto prompts = make_prompts(*m.tok, 15);
   const auto vocab = server::make_vocabulary(*m.tok);
   auto regex = std::make_shared<grammar::TokenGrammar>(grammar::compile_regex("[a-z]+( [a-z]+){2,5}\\."), vocab);
   auto choice = std::make_shared<grammar::TokenGrammar>(
@@ -318,6 +319,7 @@ TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
     }
     if (i == 12) r.constraints.grammar = regex, r.ignore_eos = false, r.max_tokens = 24;       // sampled at 1.0
     if (i == 13) r.constraints.grammar = choice, r.ignore_eos = false, p.temperature = 0.0f;  // greedy
+    if (i == 14) r.constraints.allowed_token_ids = {5}, r.constraints.bad_words = {{5}};       // nothing left
     reqs.push_back(r);
   }
   auto run = [&](Backend& be, bool with_allowed) {
@@ -368,6 +370,8 @@ TEST(EngineRequests, DeviceSamplingMatchesHostSamplingCuda) {
     if (with_allowed) {
       for (int32_t t : dev.back().token_ids) EXPECT_TRUE(t == 5 || t == 6 || t == 7 || t == 100 || t == 200) << t;
     }
+    EXPECT_EQ(dev[14].finish_reason, "error");
+    EXPECT_TRUE(dev[14].token_ids.empty());
     // The grammars held on the device: lowercase words ending in a period, and one of the four names.
     const std::string& words = dev[12].text;
     EXPECT_EQ(dev[12].finish_reason, words.size() > 0 && words.back() == '.' ? "stop" : "length") << words;

@@ -149,13 +149,7 @@ void run_cases(int V, int rows_per_case, uint32_t seed) {
             masks[i][static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
       }
       RowSampling r;
-      r.temperature = c.p.temperature;
-      r.top_k = c.p.top_k;
-      r.top_p = c.p.top_p;
-      r.min_p = c.p.min_p;
-      r.repetition_penalty = c.p.repetition_penalty;
-      r.presence_penalty = c.p.presence_penalty;
-      r.frequency_penalty = c.p.frequency_penalty;
+      set_row_rule(c.p, r);
       r.uniform = ud(rng);
       r.logprobs = c.logprobs;
       rows.push_back(r);
