@@ -52,11 +52,11 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
   TRITIUM_CHECK(spec.num_blocks > 0 && spec.block_size > 0 && spec.num_layers > 0 && spec.kv_dim() > 0,
                 "KV cache: invalid spec ({} blocks of {} tokens)", spec.num_blocks, spec.block_size);
   row_bytes_ = spec.kv_dim() * kv_dtype_size(spec.dtype);
-  data_.assign(static_cast<size_t>(spec.num_layers) * 2 * spec.num_blocks * spec.block_size * row_bytes_, 0);
+  bytes_ = static_cast<size_t>(spec.num_layers) * 2 * spec.num_blocks * spec.block_size * row_bytes_;
 }
 
 uint8_t* KvCache::slot(int layer, int kv, int64_t block, int64_t offset) {
-  return data_.data() + ((((static_cast<size_t>(layer) * 2 + kv) * spec_.num_blocks + block) * spec_.block_size +
+  return data_.get() + ((((static_cast<size_t>(layer) * 2 + kv) * spec_.num_blocks + block) * spec_.block_size +
                           offset) * row_bytes_);
 }
 const uint8_t* KvCache::slot(int layer, int kv, int64_t block, int64_t offset) const {
@@ -108,12 +108,19 @@ void KvCache::write(int layer, const int32_t* block_table, int64_t pos, const fl
   const int64_t block = block_table[pos / spec_.block_size];
   const int64_t off = pos % spec_.block_size;
   TRITIUM_CHECK(block >= 0 && block < spec_.num_blocks, "KV cache: block id {} out of range", block);
+  std::call_once(alloc_once_, [this] { data_.reset(static_cast<uint8_t*>(std::calloc(bytes_, 1))); });
+  TRITIUM_CHECK(data_ != nullptr, "KV cache: cannot allocate {} bytes of host memory", bytes_);
   store_row(spec_.dtype, spec_.quant_scale, k, slot(layer, 0, block, off), spec_.kv_dim());
   store_row(spec_.dtype, spec_.quant_scale, v, slot(layer, 1, block, off), spec_.kv_dim());
 }
 
 void KvCache::gather(int layer, const int32_t* block_table, int64_t n, float* k_out, float* v_out) const {
   const int d = spec_.kv_dim();
+  if (!data_) {  // nothing written yet: every element is zero
+    std::fill(k_out, k_out + n * d, 0.0f);
+    std::fill(v_out, v_out + n * d, 0.0f);
+    return;
+  }
   for (int64_t p = 0; p < n; ++p) {
     const int64_t block = block_table[p / spec_.block_size];
     const int64_t off = p % spec_.block_size;

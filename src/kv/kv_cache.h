@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -45,7 +47,10 @@ class KvCache {
   const KvCacheSpec& spec() const { return spec_; }
   int64_t num_blocks() const { return spec_.num_blocks; }
   int block_size() const { return spec_.block_size; }
-  size_t bytes() const { return data_.size(); }
+  /// Size of the pools. The host pools are allocated at the first write() (calloc: zero pages mapped on first touch),
+  /// so a backend that keeps its own device copy (device_state) costs no host memory, and the CPU path's resident
+  /// memory grows with the blocks in use, not with the pool.
+  size_t bytes() const { return bytes_; }
 
   /// Writes one token's K and V rows (float32 [kv_dim] each) for `layer` at the slot of `pos` in `block_table`.
   void write(int layer, const int32_t* block_table, int64_t pos, const float* k, const float* v);
@@ -61,7 +66,12 @@ class KvCache {
   const uint8_t* slot(int layer, int kv, int64_t block, int64_t offset) const;
   KvCacheSpec spec_;
   size_t row_bytes_;
-  std::vector<uint8_t> data_;
+  struct Free {
+    void operator()(uint8_t* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<uint8_t[], Free> data_;  // null until the first write()
+  std::once_flag alloc_once_;
+  size_t bytes_ = 0;
   std::shared_ptr<void> device_state_;
 };
 
