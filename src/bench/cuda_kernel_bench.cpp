@@ -213,11 +213,18 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       } else {
         variants = {{K::kMmaGemm, 0}};
       }
+      if (cuda::tiled_gemm_supported()) {  // the automatic K split and the others
+        const int auto_split = cuda::tiled_gemm_split_for(static_cast<int>(s.np), M, static_cast<int>(s.kp));
+        variants.push_back({K::kTiledGemm, auto_split});
+        for (int sp : {1, 2, 4, 8})
+          if (sp != auto_split) variants.push_back({K::kTiledGemm, sp});
+      }
       for (auto [kernel, lw] : variants) {
         const std::string kname =
             kernel == K::kDp4aGemv ? fmt::format("GEMV dp4a, {} lanes/row{}", lw, lw == 32 ? ", 256-thread blocks" : "")
-            : kernel == K::kMmaGemv ? fmt::format("GEMV int8 MMA, 16 rows x {} warps", lw)
-                                    : "GEMM int8 MMA";
+            : kernel == K::kMmaGemv   ? fmt::format("GEMV int8 MMA, 16 rows x {} warps", lw)
+            : kernel == K::kTiledGemm ? fmt::format("GEMM int8 MMA tiled 128x64, K split {}", lw)
+                                      : "GEMM int8 MMA";
         add_row(kname, static_cast<double>(tbytes) + static_cast<double>(M) * (s.kp + 4.0 * sh.n), [&](bool cold, int i) {
           const uint32_t* wp =
               reinterpret_cast<const uint32_t*>(tw.as<uint8_t>() + static_cast<size_t>(cold ? i % tcopies : 0) * tbytes);
@@ -307,7 +314,7 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
     }
   }
   for (int ctx : {128, 1024}) {
-    for (int M : {1, 16}) {
+    for (int M : {1, 16, 64}) {
       const int H = 20, KVH = 5, D = 128, bs = 16, qkvw = H * D + 2 * KVH * D;
       const int nb = M * ((ctx + bs - 1) / bs), btw = (ctx + bs - 1) / bs;
       Dev q(static_cast<size_t>(M) * qkvw * 4), kp(static_cast<size_t>(nb) * bs * KVH * D * 4),
@@ -338,6 +345,33 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         });
         out += fmt::format("| split-K paged attention decode, {} chunks | {} seqs x ctx {} | {:.2f} |\n", ns, M, ctx,
                            us2);
+      }
+      {  // the decode step's kernel (RoPE + KV write + attention) over bf16 pools: a block per head (split-K by the
+         // batch as the backend chose before) / per KV head (GQA, split by the context)
+        Dev cs(static_cast<size_t>(ctx) * D / 2 * 4), kb(static_cast<size_t>(nb) * bs * KVH * D * 2),
+            vb(static_cast<size_t>(nb) * bs * KVH * D * 2),
+            part(static_cast<size_t>(M) * H * cuda::kAttentionMaxSplit * (D + 2) * 4), cnt(static_cast<size_t>(M) * H * 4);
+        check(cudaMemset(cs.p, 0, static_cast<size_t>(ctx) * D / 2 * 4), "memset");
+        check(cudaMemset(kb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
+        check(cudaMemset(vb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
+        check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
+        const int ns_head = ctx > 256 ? cuda::attention_split_count(M, H) : 1, ns_gqa = cuda::attention_gqa_chunks(ctx);
+        for (bool gqa : {false, true}) {
+          const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
+            if (gqa)
+              cuda::attention_decode_gqa(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
+                                         dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
+                                         vb.p, o2.as<float>(), ns_gqa, part.as<float>(), cnt.as<int32_t>(), st,
+                                         cuda::KvElem::kBF16);
+            else
+              cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
+                                                dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs,
+                                                kb.p, vb.p, o2.as<float>(), ns_head, part.as<float>(),
+                                                cnt.as<int32_t>(), st, cuda::KvElem::kBF16);
+          });
+          out += fmt::format("| fused decode attention, bf16 KV, {}, {} chunks | {} seqs x ctx {} | {:.2f} |\n",
+                             gqa ? "block per KV head (GQA)" : "block per head", gqa ? ns_gqa : ns_head, M, ctx, us3);
+        }
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ternary_epilogue.cuh"
+#include "kernels/cuda/ternary_gemm.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -352,12 +353,20 @@ void run(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32
   // The automatic choice, measured on the H200 (bench/CUDA_NOTES.md, "Ternary GEMV and GEMM kernels"): the dp4a
   // GEMV at one token, the MMA GEMV from 2 to 16 tokens (1.3-3x faster than the dp4a GEMV and the GEMM there), the
   // MMA GEMM above.
-  if (kernel == TernaryKernel::kAuto)
-    kernel = M == 1 ? TernaryKernel::kDp4aGemv : (M <= 16 ? TernaryKernel::kMmaGemv : TernaryKernel::kMmaGemm);
-  if (kernel != TernaryKernel::kDp4aGemv && kernel != TernaryKernel::kMmaGemm && kernel != TernaryKernel::kMmaGemv)
+  if (kernel == TernaryKernel::kAuto) {
+    kernel = M == 1    ? TernaryKernel::kDp4aGemv
+             : M <= 16 ? TernaryKernel::kMmaGemv
+                       : (tiled_gemm_supported() ? TernaryKernel::kTiledGemm : TernaryKernel::kMmaGemm);
+  }
+  if (kernel != TernaryKernel::kDp4aGemv && kernel != TernaryKernel::kMmaGemm && kernel != TernaryKernel::kMmaGemv &&
+      kernel != TernaryKernel::kTiledGemm)
     check(cudaErrorInvalidValue, "ternary_matmul (kernel)");
-  if (kernel != TernaryKernel::kMmaGemm && M > 16)
+  if ((kernel == TernaryKernel::kDp4aGemv || kernel == TernaryKernel::kMmaGemv) && M > 16)
     check(cudaErrorInvalidValue, "ternary_matmul (GEMV takes at most 16 tokens)");
+  if (kernel == TernaryKernel::kTiledGemm) {
+    launch_tc2_tiled_gemm(w, n, np, kp, xq, sumq, inv_s, M, ep, st, lanes_or_warps, pdl);
+    return;
+  }
   if (kernel == TernaryKernel::kMmaGemm) {
     dim3 grid(np / 64, (M + 63) / 64);
     launch_pdl(pdl, tc2_gemm_kernel, grid, dim3(128), 0, st, "ternary GEMM", reinterpret_cast<const uint4*>(w), n,

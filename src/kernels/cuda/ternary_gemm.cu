@@ -1,0 +1,269 @@
+// tritium kernels/cuda: the pipelined ternary (tc2) x int8 GEMM on the int8 tensor cores (mma.sync m16n8k32),
+// the kernel of ternary_matmul for rows of more than 16 tokens: batched decode (17-256 sequences) and prefill.
+//
+// Block: 8 warps, a tile of BN = 128 weight rows x BM = 64 tokens; warp (wm, wn) takes tokens 32 wm .. + 31 and rows
+// 32 wn .. + 31 (2 x 4 MMA tiles). K runs in stages of 128 (two 64-wide chunks); each stage's activation tile
+// [64][128] and weight tile [128][8 words] go to shared memory through cp.async, four stages in flight. A weight
+// word is decoded once per warp and used for its 32 tokens; an activation tile is read from L2 once per 128 rows.
+// Decode batches have few token tiles, so the K dimension is also split over a thread-block cluster of S blocks
+// (grid z): each block multiplies its share of the stages, the partial sums meet through distributed shared memory
+// (block z adds up the S partials of tokens z BM / S .. and applies the epilogue), so the sums stay exact int32.
+//
+// The k order inside one MMA is free as long as A and B agree. Thread (g, t) of a warp takes word t of its weight
+// rows' chunk (k = 16 t .. 16 t + 15 of the chunk): code groups 0 / 1 (k 16t + 0..3 / 4..7) are the B registers of
+// the chunk's first MMA, groups 2 / 3 (k 16t + 8..11 / 12..15) those of the second; the matching activations are
+// the 16 bytes of the token row at 16 t: bytes 0-3 / 4-7 are A's k-slot 4t / 16 + 4t registers of the first MMA,
+// bytes 8-11 / 12-15 of the second. Codes c = w + 1 in {0, 1, 2} are multiplied as signed bytes and the row sum of
+// the activations is subtracted at the end: sum_k w x = sum_k c x - sum_k x, exact in int32.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/ternary_gemm.cuh"
+
+namespace tritium::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr uint32_t kMask = 0x03030303u;
+constexpr int kStages = 4;
+constexpr int kBM = 64, kBN = 128, kThreads = 256;
+constexpr int kStageK = 128;   // k per stage: two 64-wide chunks
+constexpr int kXStride = 192;  // bytes per token row of an activation tile: 128 + 64, so the 16-byte reads of lanes
+                               // (g, t) and (g + 1, t) fall in different halves of the 32 banks
+constexpr int kWStride = 12;   // words per weight row of a weight tile: 8 + 4, so the 8 rows x 4 words a warp reads
+                               // fall in 32 different banks
+constexpr int kXBytes = kBM * kXStride, kWBytes = kBN * kWStride * 4, kStageBytes = kXBytes + kWBytes;
+constexpr int kRS = kBN + 8;   // row stride (ints) of the block's partial sums
+constexpr int kSmem = kStages * kStageBytes;
+static_assert(kBM * kRS * 4 <= kSmem, "the partial sums reuse the pipeline's shared memory");
+constexpr int kMaxSplit = 8;  // blocks of a cluster (the portable limit)
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Not volatile (no side effects): the compiler may schedule the MMAs among the loads.
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t* __restrict__ w, int n, int np,
+                                                                   int nch,
+                                                                   const int8_t* __restrict__ xq, int M,
+                                                                   const int32_t* __restrict__ sumq,
+                                                                   const float* __restrict__ inv_s, Epi ep) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wm = warp >> 2, wn = warp & 3;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int64_t kw = static_cast<int64_t>(nch) * 4;  // words per weight row
+  const int64_t kp = static_cast<int64_t>(nch) * 64;
+  // This block's stages of the cluster's K split.
+  const int S = gridDim.z, nst_all = (nch + 1) / 2, per = (nst_all + S - 1) / S;
+  const int s_begin = min(nst_all, static_cast<int>(blockIdx.z) * per), s_end = min(nst_all, s_begin + per);
+  const int nst = s_end - s_begin;
+
+  // A weight tile: 128 rows x 2 pieces of 16 bytes (one 64-wide chunk each); chunks past the row and rows past the
+  // padded ones (np, a multiple of 64) are zero-filled.
+  auto load_w = [&](int s, int buf) {
+    uint32_t* ws = reinterpret_cast<uint32_t*>(smem + buf * kStageBytes + kXBytes);
+    const int r = tid >> 1, p = tid & 1, c = 2 * s + p;
+    const bool ok = c < nch && n0 + r < np;
+    cp_async16(ws + r * kWStride + 4 * p, ok ? w + (n0 + r) * kw + 4 * c : w, ok);
+  };
+  // An activation tile: 64 token rows x 8 pieces of 16 bytes; tokens past M and k past kp are zero-filled.
+  auto load_x = [&](int s, int buf) {
+    unsigned char* xs = smem + buf * kStageBytes;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int i = tid + j * kThreads, r = i >> 3, p = i & 7;
+      const int64_t k = static_cast<int64_t>(s) * kStageK + 16 * p;
+      const bool ok = m0 + r < M && k < kp;
+      cp_async16(xs + r * kXStride + 16 * p, ok ? xq + (m0 + r) * kp + k : xq, ok);
+    }
+  };
+
+  // Weights are constant: the first stages' tiles are requested before waiting for the previous kernel.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < nst) load_w(s_begin + s, s);
+  pdl_trigger();
+  pdl_wait();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nst) load_x(s_begin + s, s);
+    cp_async_commit();  // group s: stage s (group 0 also holds the early weight tiles)
+  }
+
+  int acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+
+  for (int it = 0; it < nst; ++it) {
+    cp_async_wait<kStages - 2>();  // stage it has landed (for this thread's copies) ...
+    __syncthreads();               // ... for every thread's, and stage it - 1's buffer is free
+    {
+      const int nx = it + kStages - 1;
+      if (nx < nst) {
+        load_w(s_begin + nx, nx % kStages);
+        load_x(s_begin + nx, nx % kStages);
+      }
+      cp_async_commit();
+    }
+    const unsigned char* xs = smem + (it % kStages) * kStageBytes + (32 * wm + g) * kXStride + t * 16;
+    const uint32_t* ws = reinterpret_cast<const uint32_t*>(smem + (it % kStages) * kStageBytes + kXBytes) +
+                         (32 * wn + g) * kWStride + t;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      if (2 * (s_begin + it) + c >= nch) break;  // the row's last chunk (uniform over the block)
+      uint32_t b[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t word = ws[8 * j * kWStride + 4 * c];
+        b[j][0] = word & kMask;
+        b[j][1] = (word >> 2) & kMask;
+        b[j][2] = (word >> 4) & kMask;
+        b[j][3] = (word >> 6) & kMask;
+      }
+      uint4 xa[2], xb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        xa[i] = *reinterpret_cast<const uint4*>(xs + 16 * i * kXStride + 64 * c);
+        xb[i] = *reinterpret_cast<const uint4*>(xs + (16 * i + 8) * kXStride + 64 * c);
+      }
+      // The chunk's first MMA of all 8 tiles, then the second: 8 independent MMAs between two into one tile.
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j][0], b[j][1]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j][2], b[j][3]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline buffers are no longer read: the partial sums go there
+  int* red = reinterpret_cast<int*>(smem);  // [kBM][kRS]
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = 32 * wm + 16 * i + g + (e >= 2 ? 8 : 0), r = 32 * wn + 8 * j + 2 * t + (e & 1);
+        red[m * kRS + r] = acc[i][j][e];
+      }
+  if (S == 1) {
+    __syncthreads();
+    for (int i = tid; i < kBM * kBN; i += kThreads) {
+      const int mm = i / kBN, rr = i % kBN, m = m0 + mm, row = n0 + rr;
+      if (m >= M || row >= n) continue;
+      store_result(ep, n, m, row, red[mm * kRS + rr] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+    }
+    return;
+  }
+  // Split K: block z of the cluster adds up the S partial tiles over its tokens (in block order) and stores them.
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rows_per = kBM / S, z = static_cast<int>(blockIdx.z);
+  for (int i = tid; i < rows_per * kBN; i += kThreads) {
+    const int mm = z * rows_per + i / kBN, rr = i % kBN, m = m0 + mm, row = n0 + rr;
+    if (m >= M || row >= n) continue;
+    int v = 0;
+    for (int j = 0; j < S; ++j) v += cluster.map_shared_rank(red, j)[mm * kRS + rr];
+    store_result(ep, n, m, row, v - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  return sms;
+}
+
+}  // namespace
+
+bool tiled_gemm_supported() {
+  static std::atomic<int> known[64];  // per device: 0 not asked yet, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  int k = known[dev].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) cudaGetLastError();
+    k = major >= 9 ? 2 : 1;
+    known[dev].store(k, std::memory_order_relaxed);
+  }
+  return k == 2;
+}
+
+int tiled_gemm_split_for(int np, int M, int kp) {
+  static const int sms = sm_count();
+  const int64_t blocks = static_cast<int64_t>((np + kBN - 1) / kBN) * ((M + kBM - 1) / kBM);
+  const int stages = (kp / 64 + 1) / 2;
+  int S = 1;
+  while (S < kMaxSplit && blocks * S < sms && stages >= 4 * S) S *= 2;
+  return S;
+}
+
+void launch_tc2_tiled_gemm(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq,
+                           const float* inv_s, int M, const Epi& ep, cudaStream_t st, int split, bool pdl) {
+  if (!tiled_gemm_supported()) check(cudaErrorInvalidValue, "ternary_matmul (tiled GEMM needs sm_90)");
+  if (split == 0) split = tiled_gemm_split_for(np, M, kp);
+  if (split != 1 && split != 2 && split != 4 && split != 8)
+    check(cudaErrorInvalidValue, "ternary_matmul (tiled GEMM: K split of 1, 2, 4 or 8 blocks)");
+  static bool smem_set = false;  // the opt-in shared-memory limit (set before any capture)
+  if (!smem_set) {
+    check(cudaFuncSetAttribute(tc2_tiled_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+          "ternary tiled GEMM smem attribute");
+    smem_set = true;
+  }
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = static_cast<unsigned>(split);
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((np + kBN - 1) / kBN, (M + kBM - 1) / kBM, split);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = (pdl && st != nullptr && dependent_launch()) ? 2 : 1;
+  check(cudaLaunchKernelEx(&cfg, tc2_tiled_gemm_kernel, w, n, np, kp / 64, xq, M, sumq, inv_s, ep),
+        "ternary tiled GEMM");
+}
+
+}  // namespace tritium::cuda
