@@ -35,6 +35,10 @@ std::vector<int64_t> segment_row_begins(std::span<const BatchChunk> batch) {
   return begins;
 }
 
+void Backend::read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) {
+  cache.gather(layer, table.data(), n, k, v);
+}
+
 void Backend::forward_sample(std::span<const BatchChunk>, KvCache&, std::span<const RowSampling>,
                              std::vector<SampledToken>&) {
   fail("{}: this backend does not sample on the device", name());

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ inline bool starts_segment(const BatchChunk& ch, int64_t t) {
 /// The first row of each statistic segment of `batch`, in row order (row_begin of Linear::forward).
 std::vector<int64_t> segment_row_begins(std::span<const BatchChunk> batch);
 
+/// A device's memory, for sizing the KV pool (Backend::reserve_device_memory).
+struct DeviceMemoryInfo {
+  size_t total = 0;  ///< bytes of device memory
+  size_t used = 0;   ///< bytes in use now (this process: weights, workspace; and any other process)
+};
+
 /// Row counts of a validated batch.
 struct BatchShape {
   int64_t tokens = 0;      ///< M: the sum of the chunks' token counts (rows of every projection)
@@ -78,6 +85,16 @@ class Backend {
   /// host from forward()'s logits).
   virtual void forward_sample(std::span<const BatchChunk> batch, KvCache& cache, std::span<const RowSampling> rows,
                               std::vector<SampledToken>& out);
+  /// Positions [0, n) of K and V of `layer` of the sequence with block table `table`, as float32 [n, kv_dim] each,
+  /// read from where forward() wrote them (a GPU backend: its device copy of the pools). The default reads the host
+  /// cache (KvCache::gather). For the KV scale calibration of fp8 / int8 caches.
+  virtual void read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v);
+  /// A backend whose KV pools live in device memory: allocates the workspace of the largest step (max_tokens rows
+  /// over max_seqs sequences), so that later steps allocate nothing, and returns the device's memory as it then
+  /// stands. Host backends: nullopt (their pools are sized from host memory).
+  virtual std::optional<DeviceMemoryInfo> reserve_device_memory(int64_t max_tokens, int max_seqs) {
+    return std::nullopt;
+  }
   /// A short name for reports ("CPU", "cuda:0 NVIDIA H200").
   virtual std::string name() const = 0;
   /// Whether forward runs on the host CPU (the read bandwidth of host memory is then its roofline).

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "formats/ternary_tc2.h"
+#include "engine/engine.h"
 #include "kv/block_allocator.h"
 #include "backend/cuda/cuda_backend.h"
 #include "bench/cuda_kernel_bench.h"
@@ -72,7 +73,17 @@ int run(CudaBenchArgs a) {
   fmt::print("weights read per decode step: {:.1f} MB; copy bandwidth {:.0f} GB/s -> roofline {:.1f} steps/s\n\n",
              wbytes / 1e6, bw, 1.0 / roof_step);
   const KvDType kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
-  fmt::print("KV cache {}, {} bytes/token; sampling {}\n\n", kv_dtype_name(kv_dtype),
+  // fp8: the per-tensor scale calibrated as the server does (engine/engine.h calibrate_kv_scale).
+  // Without a tokenizer (synthetic models) 128 fixed pseudo-random tokens stand for the text.
+  std::vector<int32_t> cal;
+  if (lm.tokenizer) {
+    cal = lm.tokenizer->encode(kv_calibration_text(), true);
+  } else {
+    for (int i = 0; i < 128; ++i) cal.push_back(static_cast<int32_t>((7919LL * i + 13) % c.vocab_size));
+  }
+  const float kv_scale = calibrate_kv_scale(be, kv_dtype, cal);
+  fmt::print("KV cache {}{}, {} bytes/token; sampling {}\n\n", kv_dtype_name(kv_dtype),
+             kv_dtype == KvDType::kFP8E4M3 ? fmt::format(" (scale {:.4g})", kv_scale) : "",
              KvCacheSpec{c.num_layers, c.num_kv_heads, c.head_dim, 16, 1, kv_dtype}.bytes_per_token(),
              be.samples_on_device() ? "greedy on the device" : "none (logits copied to the host)");
   fmt::print("| batch | prompt | generated | prefill tok/s | decode steps/s | decode tok/s | % of roofline (steps) |\n");
@@ -84,6 +95,7 @@ int run(CudaBenchArgs a) {
     const int total = a.prompt + a.gen;
     KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, static_cast<int64_t>(B) * ((total + 15) / 16)};
     spec.dtype = kv_dtype;
+    spec.quant_scale = kv_scale;
     KvCache cache(spec);
     BlockAllocator alloc(spec.num_blocks);
     std::vector<BlockTable> bts(B);
@@ -145,7 +157,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
   sub->add_option("--prompt", a->prompt, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen", a->gen, "decode steps")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: auto (bf16), f32, bf16");
+  sub->add_option("--kv-cache-dtype", a->kv_dtype, "KV cache dtype: auto (bf16), f32, bf16, fp8 (e4m3, calibrated per-tensor scale)");
   sub->add_option("-r,--repetitions", a->reps, "repetitions (median; one more as warm-up)")->check(CLI::Range(1, 100));
   runners()[sub] = [a] { return run(*a); };
 });

@@ -84,7 +84,7 @@ float calibrate_kv_scale(Backend& backend, KvDType dtype, std::span<const int32_
   std::vector<float> k(static_cast<size_t>(n * spec.kv_dim())), v(k.size());
   float amax = 0;
   for (int l = 0; l < c.num_layers; ++l) {
-    cache.gather(l, table.data(), n, k.data(), v.data());
+    backend.read_kv(cache, l, table, n, k.data(), v.data());
     for (size_t i = 0; i < k.size(); ++i) amax = std::max({amax, std::fabs(k[i]), std::fabs(v[i])});
   }
   const float qmax = dtype == KvDType::kFP8E4M3 ? 448.0f : 127.0f;
@@ -159,10 +159,26 @@ Engine::Engine(Backend& backend, const Tokenizer& tok, EngineConfig cfg)
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, cfg_.block_size, 0};
   spec.dtype = cfg_.kv_dtype;
   const int64_t blocks_per_seq = (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size;
+  // A GPU backend takes the workspace of its largest step before the pool is sized (and so never grows later).
+  const std::optional<DeviceMemoryInfo> dev = backend.reserve_device_memory(
+      std::max<int64_t>(cfg_.max_num_batched_tokens, cfg_.max_num_seqs), cfg_.max_num_seqs);
   if (cfg_.num_blocks > 0) {
     spec.num_blocks = cfg_.num_blocks;
   } else if (cfg_.kv_cache_memory > 0) {
     spec.num_blocks = KvCacheSpec::blocks_for_budget(spec, cfg_.kv_cache_memory);
+  } else if (dev) {
+    // vLLM's --gpu-memory-utilization: the engine may use this fraction of the device in all; the pool gets what
+    // the weights and the workspace leave, less a reserve for CUDA graphs and the sampler's buffers.
+    const double u = cfg_.gpu_memory_utilization;
+    TRITIUM_CHECK(u > 0 && u <= 1, "engine: --gpu-memory-utilization {} must be in (0, 1]", u);
+    constexpr double kReserve = 512.0 * (1 << 20);
+    const double budget = u * static_cast<double>(dev->total) - static_cast<double>(dev->used) - kReserve;
+    TRITIUM_CHECK(budget > 0,
+                  "engine: --gpu-memory-utilization {} leaves no KV cache: {:.2f} of the device's {:.2f} GiB are in "
+                  "use already (weights, workspace)",
+                  u, static_cast<double>(dev->used) / (1 << 30), static_cast<double>(dev->total) / (1 << 30));
+    spec.num_blocks = KvCacheSpec::blocks_for_budget(spec, static_cast<size_t>(budget));
+    gpu_memory_ = *dev;
   } else {
     TRITIUM_CHECK(cfg_.kv_cache_fraction > 0 && cfg_.kv_cache_fraction <= 1,
                   "engine: kv cache fraction {} must be in (0, 1]", cfg_.kv_cache_fraction);
@@ -194,11 +210,18 @@ Engine::~Engine() { stop(); }
 
 std::string Engine::kv_summary() const {
   const KvCacheSpec& s = cache_->spec();
-  return fmt::format("KV cache: {} blocks x {} tokens = {} tokens, dtype {}{}, {} bytes/token, {:.1f} MiB; "
+  const std::string where =
+      gpu_memory_ ? fmt::format(" (gpu-memory-utilization {:.2f} of {:.1f} GiB; {:.1f} GiB in use before the pool)",
+                                cfg_.gpu_memory_utilization, static_cast<double>(gpu_memory_->total) / (1 << 30),
+                                static_cast<double>(gpu_memory_->used) / (1 << 30))
+                  : std::string();
+  return fmt::format("KV cache: {} blocks x {} tokens = {} tokens, dtype {}{}, {} bytes/token, {:.2f} GiB{}; "
                      "prefix caching {}; max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}",
                      s.num_blocks, s.block_size, s.num_blocks * s.block_size, kv_dtype_name(s.dtype),
-                     (s.dtype == KvDType::kFP8E4M3 || s.dtype == KvDType::kI8) ? fmt::format(" (scale {:.4g})", s.quant_scale) : "",
-                     s.bytes_per_token(), static_cast<double>(cache_->bytes()) / (1 << 20),
+                     (s.dtype == KvDType::kFP8E4M3 || s.dtype == KvDType::kI8)
+                         ? fmt::format(" (scale {:.4g})", s.quant_scale)
+                         : "",
+                     s.bytes_per_token(), static_cast<double>(cache_->bytes()) / (1 << 30), where,
                      cfg_.enable_prefix_caching ? "on" : "off", cfg_.max_model_len, cfg_.max_num_seqs,
                      cfg_.max_num_batched_tokens);
 }

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,8 +36,11 @@ namespace tritium {
 struct EngineConfig {
   int block_size = 16;                   ///< tokens per KV block
   int64_t num_blocks = 0;                ///< > 0: exact pool size (tests); else from the memory budget
-  size_t kv_cache_memory = 0;            ///< bytes for the KV pool (--kv-cache-memory); 0 = use the fraction
-  double kv_cache_fraction = 0.10;       ///< fraction of MemAvailable when kv_cache_memory is 0
+  size_t kv_cache_memory = 0;            ///< bytes for the KV pool (--kv-cache-memory); 0 = from the budgets below
+  /// A GPU backend (Backend::reserve_device_memory): the fraction of the device's memory this engine may use in
+  /// all (vLLM's --gpu-memory-utilization); the KV pool gets what the weights and the workspace leave of it.
+  double gpu_memory_utilization = 0.9;
+  double kv_cache_fraction = 0.10;       ///< host backends: fraction of MemAvailable for the pool
   KvDType kv_dtype = KvDType::kF32;
   float kv_scale = 0.0f;                 ///< fp8/int8 per-tensor scale; 0 = calibrate at start
   bool enable_prefix_caching = true;
@@ -178,6 +182,7 @@ class Engine {
   Backend& backend_;
   const Tokenizer& tok_;
   EngineConfig cfg_;
+  std::optional<DeviceMemoryInfo> gpu_memory_;  ///< the device's memory when the pool was sized from it
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<BlockManager> bm_;
   std::unique_ptr<Scheduler> sched_;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "kv/block_allocator.h"
 
 namespace tritium {
@@ -66,6 +67,15 @@ std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt_ids,
 
   KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (total + 15) / 16};
   spec.dtype = opts.kv_dtype;
+  if (opts.kv_scale > 0) {
+    spec.quant_scale = opts.kv_scale;
+  } else if (opts.kv_dtype == KvDType::kFP8E4M3 || opts.kv_dtype == KvDType::kI8) {
+    if (calibrated_scale_ == 0.0f || calibrated_dtype_ != opts.kv_dtype) {
+      calibrated_scale_ = calibrate_kv_scale(backend_, opts.kv_dtype, tok_.encode(kv_calibration_text(), true));
+      calibrated_dtype_ = opts.kv_dtype;
+    }
+    spec.quant_scale = calibrated_scale_;
+  }
   KvCache cache(spec);
   BlockAllocator alloc(spec.num_blocks);
   BlockTable bt;

@@ -19,6 +19,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;  ///< stop strings (not included in the output)
   bool ignore_eos = false;
   KvDType kv_dtype = KvDType::kF32;
+  float kv_scale = 0.0f;  ///< fp8 / int8 per-tensor KV scale; 0 = calibrated once per Generator (calibrate_kv_scale)
 };
 
 struct GenerateStats {
@@ -47,6 +48,8 @@ class Generator {
  private:
   Backend& backend_;
   const Tokenizer& tok_;
+  KvDType calibrated_dtype_ = KvDType::kF32;
+  float calibrated_scale_ = 0.0f;  ///< calibrate_kv_scale of calibrated_dtype_ (0: none yet)
 };
 
 /// Streams text while holding back any suffix that could begin a stop string. Push pieces; returns what is safe to

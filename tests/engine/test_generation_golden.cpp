@@ -10,6 +10,7 @@
 #include "eval/text_file.h"
 #include "model/loader.h"
 #include "backend/cuda/cuda_backend.h"
+#include "engine/engine.h"
 #include "engine/generator.h"
 #include "test_util.h"
 
@@ -77,6 +78,7 @@ double ppl_of(const std::string& model_dir, const std::string& text_path, int ct
   po.max_chunks = chunks;
   po.bos_id = *model->model().config().bos_token_id;
   po.kv_dtype = kv;
+  po.kv_scale = calibrate_kv_scale(*model, kv, tok->encode(kv_calibration_text(), true));  // 1 for float caches
   auto r = compute_perplexity(*model, tokens, po);
   EXPECT_EQ(r.scored_tokens, static_cast<int64_t>(chunks) * (ctx - 1 - ctx / 2));
   return r.ppl;
@@ -179,6 +181,12 @@ TEST(PerplexityGolden, BothModelsBothTextsCuda) {
 TEST(PerplexityGolden, BothModelsBothTextsCudaBf16Kv) {
   REQUIRE_CUDA_DEVICE();
   check_ppl(true, KvDType::kBF16);
+}
+
+// The CUDA backend's fp8 e4m3 KV cache (--kv-cache-dtype fp8) with the calibrated per-tensor scale.
+TEST(PerplexityGolden, BothModelsBothTextsCudaFp8Kv) {
+  REQUIRE_CUDA_DEVICE();
+  check_ppl(true, KvDType::kFP8E4M3);
 }
 
 // Greedy with the bf16 KV cache on tiny-qwen2. tiny-bitnet is left out: its first prompt has near-tied logits, and

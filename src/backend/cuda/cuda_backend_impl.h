@@ -59,13 +59,16 @@ struct DevLayer {
   DevLinear qkv, o, gate_up, down;
 };
 
-/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] of `elem` (f32 or bf16).
+/// The device copy of a KvCache: per layer K and V pools [num_blocks, block_size, kv_dim] of `elem` (f32, bf16, or
+/// fp8 e4m3 with the cache's per-tensor scale).
 struct DevKv {
   int64_t num_blocks = 0;
   int block_size = 0, layers = 0, kv_dim = 0;
   cuda::KvElem elem = cuda::KvElem::kF32;
+  float scale = 1.0f;
   void* base = nullptr;
-  size_t elem_bytes() const { return elem == cuda::KvElem::kBF16 ? 2 : 4; }
+  cuda::KvFormat format() const { return {elem, scale}; }
+  size_t elem_bytes() const { return elem == cuda::KvElem::kBF16 ? 2 : (elem == cuda::KvElem::kFP8 ? 1 : 4); }
   void* k(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l)) * pool() * elem_bytes(); }
   void* v(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l) + 1) * pool() * elem_bytes(); }
   size_t pool() const { return static_cast<size_t>(num_blocks) * block_size * kv_dim; }
@@ -84,6 +87,10 @@ class CudaBackend final : public Backend {
   void forward_sample(std::span<const BatchChunk> batch, KvCache& cache, std::span<const RowSampling> rows,
                       std::vector<SampledToken>& out) override;
   std::string name() const override { return name_; }
+  /// From the device pools (workspace.cpp).
+  void read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) override;
+  /// ensure_workspace of the largest step, then cudaMemGetInfo (workspace.cpp).
+  std::optional<DeviceMemoryInfo> reserve_device_memory(int64_t max_tokens, int max_seqs) override;
 
  private:
   // ---- construction (weights.cpp, tensor_parallel.cpp)
@@ -149,7 +156,9 @@ class CudaBackend final : public Backend {
   int max_kp_ = 0, max_n_ = 0;
   // Attention kernel choice (CudaOptions::attention_basic / TRITIUM_CUDA_ATTENTION) and per-forward state.
   bool attn_basic_ = false;
+  bool attn_gqa_ = false;  // decode rows run the GQA kernels (attention_decode_gqa / attention_gqa)
   int attn_split_ = 1;  // split-K chunks of this forward's decode attention (1: unsplit kernel)
+  int nsingle_ = 0;     // rows of single-token chunks in a step that also prefills (GQA attention after the rest)
   int ntiles_ = 0;      // prefill tiles of this forward (0: per-row kernel)
   std::vector<int32_t> tiles_h_;
   static constexpr int kSplitMinContext = 256;  // decode contexts longer than this use split-K
@@ -176,7 +185,7 @@ class CudaBackend final : public Backend {
   // Metadata views (device) for the current shape.
   const int32_t *tok_d_ = nullptr, *pos_d_ = nullptr, *seq_d_ = nullptr, *seg_d_ = nullptr, *out_d_ = nullptr,
                 *bt_d_ = nullptr,
-                *tiles_d_ = nullptr;
+                *tiles_d_ = nullptr, *single_d_ = nullptr;
 
   DeviceSampler sampler_;  // forward_sample (sampling.cpp)
 

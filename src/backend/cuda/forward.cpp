@@ -52,14 +52,30 @@ int CudaBackend::enqueue_forward(std::span<const BatchChunk> batch, KvCache& cac
 }
 
 void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S, int64_t max_ctx) {
-  // Split-K for decode rows (M == S) at long contexts; flash-style prefill when the chunks average at least 16 rows
-  // (tiles of 1-2 rows would serialize a long context per block).
+  // Decode rows: the GQA kernel (split over positions by each row's context alone, so a row gets the same bits in
+  // any batch), in decode steps fused with RoPE and the KV write, in steps that also prefill after the prefill
+  // kernels over the single-token rows; else the per-head kernels, split-K by the batch at long contexts.
+  // Flash-style prefill when the chunks average at least 16 rows (tiles of 1-2 rows would serialize a long context
+  // per block).
   attn_split_ = 1;
   ntiles_ = 0;
+  nsingle_ = 0;
   tiles_h_.clear();
+  // One sequence at a time (generate, chat): no batch to be invariant to, and the per-head kernels spread a single
+  // row over more blocks (bench/CUDA_NOTES.md, "Attention").
+  attn_gqa_ = !attn_basic_ && !opts_.single_sequence &&
+              cuda::attention_gqa_supported(c_.num_heads, c_.num_kv_heads, c_.head_dim);
   if (attn_basic_) return;
+  if (attn_gqa_) {  // the grid's depth: the most chunks of a single-token row (not monotonic in the context)
+    for (const auto& ch : batch) {
+      if (ch.tokens.size() != 1) continue;
+      attn_split_ = std::max(attn_split_, cuda::attention_gqa_chunks(ch.start_pos + 1));
+      ++nsingle_;
+    }
+    if (M == S) nsingle_ = 0;
+  }
   if (M == S) {
-    if (max_ctx > kSplitMinContext) attn_split_ = cuda::attention_split_count(M, c_.num_heads);
+    if (!attn_gqa_ && max_ctx > kSplitMinContext) attn_split_ = cuda::attention_split_count(M, c_.num_heads);
   } else if (M >= 16 * S && cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads) > 0) {
     tiles_h_.reserve(2 * static_cast<size_t>(M + S));
     const int tr = cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads);
@@ -78,8 +94,9 @@ void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S
 
 void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv& kv, int M, int S, int O) {
   // Layout: tokens [M], positions [M], sequence of each row [M], statistic segment of each row [M] (backend.h),
-  // rows that give logits [O], tables [S, W], prefill tiles [ntiles, 2].
-  const size_t need = static_cast<size_t>(4 * M + O) + static_cast<size_t>(S) * bt_width_ + tiles_h_.size();
+  // rows that give logits [O], tables [S, W], prefill tiles [ntiles, 2], rows of single-token chunks [nsingle_].
+  const size_t need =
+      static_cast<size_t>(4 * M + O) + static_cast<size_t>(S) * bt_width_ + tiles_h_.size() + nsingle_;
   if (need > meta_cap_) {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     clear_graphs();
@@ -118,6 +135,14 @@ void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv
     }
   }
   std::copy(tiles_h_.begin(), tiles_h_.end(), bt + static_cast<size_t>(S) * bt_width_);
+  if (nsingle_ > 0) {
+    int32_t* single = bt + static_cast<size_t>(S) * bt_width_ + tiles_h_.size();
+    int row = 0;
+    for (const auto& ch : batch) {
+      if (ch.tokens.size() == 1) *single++ = row;
+      row += static_cast<int>(ch.tokens.size());
+    }
+  }
   // Views in the device buffer (same layout).
   tok_d_ = meta_d_;
   pos_d_ = tok_d_ + M;
@@ -126,6 +151,7 @@ void CudaBackend::upload_metadata(std::span<const BatchChunk> batch, const DevKv
   out_d_ = seg_d_ + M;
   bt_d_ = out_d_ + O;
   tiles_d_ = bt_d_ + static_cast<size_t>(S) * bt_width_;
+  single_d_ = tiles_d_ + tiles_h_.size();
   check(cudaMemcpyAsync(meta_d_, meta_h_, need * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (metadata)");
 }
@@ -142,22 +168,31 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
-    if (M == S) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
+    if (M == S && attn_gqa_) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
+      // The grid depends on the largest context's chunk count only (graph-safe for the positions in between).
+      cuda::attention_decode_gqa(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
+                                 seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, attn_split_,
+                                 attn_part_, attn_cnt_, stream_, kv.format());
+    } else if (M == S) {
       // attn_split_ > 1 (long contexts): split-K; its grid does not depend on the positions (graph-safe).
       cuda::attention_decode_rope_split(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_,
                                         pos_d_, seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_,
-                                        attn_split_, attn_part_, attn_cnt_, stream_, kv.elem);
+                                        attn_split_, attn_part_, attn_cnt_, stream_, kv.format());
     } else {
       cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
-                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_, kv.elem);
+                          bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_, kv.format());
       if (ntiles_ > 0) {
         cuda::attention_prefill(qkv_, qkvw, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
                                 bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, tiles_d_, ntiles_, stream_,
-                                kv.elem);
+                                kv.format());
       } else {
         cuda::attention_paged(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_, seq_d_, bt_d_,
-                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_, kv.elem);
+                              bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, stream_, kv.format());
       }
+      if (nsingle_ > 0)  // single-token rows: the decode kernel's bits, as in a decode step
+        cuda::attention_gqa(qkv_, qkvw, single_d_, nsingle_, c_.num_heads, c_.num_kv_heads, c_.head_dim, pos_d_,
+                            seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, attn_split_,
+                            attn_part_, attn_cnt_, stream_, kv.format());
     }
     if (!tp_) {
       apply(L.o, attn_, qd, nullptr, c_.sub_norms ? L.attn_sub : nullptr, M, x_, Hd, true);

@@ -3,9 +3,13 @@
 // the device copy of a KvCache, attached to the host object.
 #if TRITIUM_HAVE_CUDA
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "core/dtype.h"
+#include "kv/fp8.h"
 
 namespace tritium::cuda_detail {
 
@@ -61,19 +65,26 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
 
 DevKv& CudaBackend::device_kv(KvCache& cache) {
   const KvCacheSpec& s = cache.spec();
-  TRITIUM_CHECK(s.dtype == KvDType::kF32 || s.dtype == KvDType::kBF16,
-                "CUDA backend: KV cache dtype {} is not supported (f32 or bf16)", kv_dtype_name(s.dtype));
-  const cuda::KvElem elem = s.dtype == KvDType::kBF16 ? cuda::KvElem::kBF16 : cuda::KvElem::kF32;
+  TRITIUM_CHECK(s.dtype == KvDType::kF32 || s.dtype == KvDType::kBF16 || s.dtype == KvDType::kFP8E4M3,
+                "CUDA backend: KV cache dtype {} is not supported (f32, bf16 or fp8)", kv_dtype_name(s.dtype));
+  TRITIUM_CHECK(s.dtype != KvDType::kFP8E4M3 || (std::isfinite(s.quant_scale) && s.quant_scale > 0),
+                "CUDA backend: fp8 KV cache scale {} must be positive", s.quant_scale);
+  const cuda::KvElem elem = s.dtype == KvDType::kBF16    ? cuda::KvElem::kBF16
+                            : s.dtype == KvDType::kFP8E4M3 ? cuda::KvElem::kFP8
+                                                           : cuda::KvElem::kF32;
+  const float scale = elem == cuda::KvElem::kFP8 ? s.quant_scale : 1.0f;
   TRITIUM_CHECK(s.num_layers == c_.num_layers && s.kv_dim() == c_.kv_dim(),
                 "CUDA backend: KV cache shape does not match the model");
   auto* kv = static_cast<DevKv*>(cache.device_state().get());
-  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size || kv->elem != elem) {
+  if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size || kv->elem != elem ||
+      kv->scale != scale) {
     auto p = std::make_shared<DevKv>();
     p->num_blocks = s.num_blocks;
     p->block_size = s.block_size;
     p->layers = s.num_layers;
     p->kv_dim = s.kv_dim();
     p->elem = elem;
+    p->scale = scale;
     const size_t bytes = 2 * static_cast<size_t>(s.num_layers) * p->pool() * p->elem_bytes();
     check(cudaMalloc(reinterpret_cast<void**>(&p->base), std::max<size_t>(bytes, 256)), "cudaMalloc (KV cache)");
     check(cudaMemset(p->base, 0, std::max<size_t>(bytes, 256)), "cudaMemset (KV cache)");
@@ -81,6 +92,53 @@ DevKv& CudaBackend::device_kv(KvCache& cache) {
     cache.device_state() = std::static_pointer_cast<void>(p);
   }
   return *kv;
+}
+
+std::optional<DeviceMemoryInfo> CudaBackend::reserve_device_memory(int64_t max_tokens, int max_seqs) {
+  TRITIUM_CHECK(max_tokens > 0 && max_seqs > 0 && max_tokens <= INT32_MAX, "reserve_device_memory: bad sizes");
+  check(cudaSetDevice(opts_.device), "cudaSetDevice");
+  ensure_workspace(static_cast<int>(max_tokens), max_seqs, max_seqs);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return DeviceMemoryInfo{total_b, total_b - free_b};
+}
+
+void CudaBackend::read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) {
+  check(cudaSetDevice(opts_.device), "cudaSetDevice");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (read_kv)");
+  const DevKv& kv = device_kv(cache);
+  TRITIUM_CHECK(layer >= 0 && layer < kv.layers, "read_kv: layer {} out of range", layer);
+  TRITIUM_CHECK(n >= 0 && n <= static_cast<int64_t>(table.size()) * kv.block_size,
+                "read_kv: {} positions exceed the block table", n);
+  const size_t eb = kv.elem_bytes(), row = static_cast<size_t>(kv.kv_dim) * eb;
+  std::vector<uint8_t> buf(static_cast<size_t>(n) * row);
+  for (int half = 0; half < 2; ++half) {
+    const auto* pool = static_cast<const uint8_t*>(half ? kv.v(layer) : kv.k(layer));
+    for (int64_t p0 = 0; p0 < n; p0 += kv.block_size) {  // one copy per block: its positions are contiguous
+      const int32_t b = table[static_cast<size_t>(p0 / kv.block_size)];
+      TRITIUM_CHECK(b >= 0 && b < kv.num_blocks, "read_kv: block id {} outside the KV pool", b);
+      const int64_t cnt = std::min<int64_t>(kv.block_size, n - p0);
+      check(cudaMemcpy(buf.data() + static_cast<size_t>(p0) * row,
+                       pool + static_cast<size_t>(b) * kv.block_size * row, static_cast<size_t>(cnt) * row,
+                       cudaMemcpyDeviceToHost),
+            "cudaMemcpy (read_kv)");
+    }
+    float* dst = half ? v : k;
+    const size_t count = static_cast<size_t>(n) * kv.kv_dim;
+    for (size_t i = 0; i < count; ++i) {
+      const uint8_t* e = buf.data() + i * eb;
+      if (kv.elem == cuda::KvElem::kF32) {
+        std::memcpy(dst + i, e, 4);
+      } else if (kv.elem == cuda::KvElem::kBF16) {
+        uint16_t h;
+        std::memcpy(&h, e, 2);
+        dst[i] = bf16_to_f32(h);
+      } else {
+        dst[i] = fp8_e4m3_to_f32(*e) * kv.scale;
+      }
+    }
+  }
 }
 
 }  // namespace tritium::cuda_detail

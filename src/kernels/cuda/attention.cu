@@ -52,9 +52,10 @@ __global__ void __launch_bounds__(256) attention_kernel(const float* __restrict_
                                                         float* __restrict__ out, float scale,
                                                         const float* __restrict__ cos_t,
                                                         const float* __restrict__ sin_t, int nsplit,
-                                                        float* __restrict__ part, int* __restrict__ cnt) {
-  attention_block<D, FUSED, SPLIT, KT>(blockIdx.x, blockIdx.y, blockIdx.z, q, ldq, H, KVH, pos, seq, bt, btw, bs, kpool,
-                                   vpool, out, scale, cos_t, sin_t, nsplit, part, cnt);
+                                                        float* __restrict__ part, int* __restrict__ cnt,
+                                                        float kvs) {
+  attention_block<D, FUSED, SPLIT, KT>(blockIdx.x, blockIdx.y, blockIdx.z, q, ldq, H, KVH, pos, seq, bt, btw, bs,
+                                       kpool, vpool, out, scale, cos_t, sin_t, nsplit, part, cnt, kvs);
 }
 
 constexpr int kFlashQ = 64;   // query vectors (rows x query heads of one KV head) per block
@@ -74,7 +75,7 @@ template <int D, class KT>
 __global__ void __launch_bounds__(256) attention_prefill_kernel(
     const float* __restrict__ q, int64_t ldq, int H, int KVH, const int32_t* __restrict__ pos,
     const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs, const KT* __restrict__ kpool,
-    const KT* __restrict__ vpool, float* __restrict__ out, float scale, const int32_t* __restrict__ tiles) {
+    const KT* __restrict__ vpool, float* __restrict__ out, float scale, const int32_t* __restrict__ tiles, float kvs) {
   static_assert(D % 64 == 0, "head_dim must be 64 or 128");
   constexpr int QS = D + 4, KS = D + 4, DJ = D / 64;
   extern __shared__ float4 flash_smem[];
@@ -119,8 +120,8 @@ __global__ void __launch_bounds__(256) attention_prefill_kernel(
       float4 kv4 = make_float4(0.f, 0.f, 0.f, 0.f), vv4 = kv4;
       if (kp < n_kv) {
         const int64_t off = (static_cast<int64_t>(table[kp / bs]) * bs + kp % bs) * kvd + kvh * D + 4 * c4;
-        kv4 = KvIO<KT>::load4(kpool + off);
-        vv4 = KvIO<KT>::load4(vpool + off);
+        kv4 = KvIO<KT>::load4(kpool + off, kvs);
+        vv4 = KvIO<KT>::load4(vpool + off, kvs);
       }
       *reinterpret_cast<float4*>(Ks + p * KS + 4 * c4) = kv4;
       *reinterpret_cast<float4*>(Vs + p * D + 4 * c4) = vv4;
@@ -237,17 +238,17 @@ template <bool FUSED, bool SPLIT, class KT>
 void launch_attention_t(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
                         const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
                         const int32_t* block_tables, int bt_width, int block_size, KT* k_pool, KT* v_pool, float* out,
-                        int nsplit, float* part, int32_t* cnt, cudaStream_t stream) {
+                        int nsplit, float* part, int32_t* cnt, cudaStream_t stream, float kvs) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const dim3 grid(rows, H, SPLIT ? nsplit : 1);
   switch (D) {
     case 64:
       launch(attention_kernel<64, FUSED, SPLIT, KT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
-             block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt);
+             block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt, kvs);
       break;
     case 128:
       launch(attention_kernel<128, FUSED, SPLIT, KT>, grid, dim3(256), 0, stream, what, q, ldq, H, KVH, pos, seq,
-             block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt);
+             block_tables, bt_width, block_size, k_pool, v_pool, out, scale, cos_t, sin_t, nsplit, part, cnt, kvs);
       break;
     default: fail_arg(what, "head_dim must be 64 or 128");
   }
@@ -257,18 +258,15 @@ template <bool FUSED, bool SPLIT>
 void launch_attention(const char* what, const float* q, int64_t ldq, int rows, int H, int KVH, int D,
                       const float* cos_t, const float* sin_t, const int32_t* pos, const int32_t* seq,
                       const int32_t* block_tables, int bt_width, int block_size, void* k_pool, void* v_pool,
-                      float* out, int nsplit, float* part, int32_t* cnt, cudaStream_t stream, KvElem kv) {
+                      float* out, int nsplit, float* part, int32_t* cnt, cudaStream_t stream, KvFormat kv) {
   if (rows <= 0) return;
   if (KVH <= 0 || H % KVH != 0) fail_arg(what, "heads");
-  if (kv == KvElem::kBF16) {
+  with_kv_type(kv.elem, [&](auto tag) {
+    using KT = decltype(tag);
     launch_attention_t<FUSED, SPLIT>(what, q, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
-                                     block_size, static_cast<__nv_bfloat16*>(k_pool),
-                                     static_cast<__nv_bfloat16*>(v_pool), out, nsplit, part, cnt, stream);
-  } else {
-    launch_attention_t<FUSED, SPLIT>(what, q, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width,
-                                     block_size, static_cast<float*>(k_pool), static_cast<float*>(v_pool), out, nsplit,
-                                     part, cnt, stream);
-  }
+                                     block_size, static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), out, nsplit, part,
+                                     cnt, stream, kv.scale);
+  });
 }
 
 void check_split(const char* what, int nsplit, const float* part, const int32_t* cnt) {
@@ -280,7 +278,7 @@ void check_split(const char* what, int nsplit, const float* part, const int32_t*
 
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
-                     const void* k_pool, const void* v_pool, float* out, cudaStream_t stream, KvElem kv) {
+                     const void* k_pool, const void* v_pool, float* out, cudaStream_t stream, KvFormat kv) {
   // The unfused kernel does not write the pools.
   launch_attention<false, false>("attention_paged", q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq,
                                  block_tables, bt_width, block_size, const_cast<void*>(k_pool),
@@ -290,7 +288,7 @@ void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int 
 void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                            const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                            int bt_width, int block_size, void* k_pool, void* v_pool, float* out,
-                           cudaStream_t stream, KvElem kv) {
+                           cudaStream_t stream, KvFormat kv) {
   launch_attention<true, false>("attention_decode_rope", qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq,
                                 block_tables, bt_width, block_size, k_pool, v_pool, out, 1, nullptr, nullptr, stream,
                                 kv);
@@ -310,7 +308,7 @@ int attention_split_count(int rows, int H) {
 void attention_paged_split(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                            const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                            const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial,
-                           int32_t* counters, cudaStream_t stream, KvElem kv) {
+                           int32_t* counters, cudaStream_t stream, KvFormat kv) {
   check_split("attention_paged_split", nsplit, partial, counters);
   if (nsplit == 1) {
     attention_paged(q, ldq, rows, H, KVH, D, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out,
@@ -326,7 +324,7 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
                                  const float* sin_t, const int32_t* pos, const int32_t* seq,
                                  const int32_t* block_tables, int bt_width, int block_size, void* k_pool,
                                  void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                                 cudaStream_t stream, KvElem kv) {
+                                 cudaStream_t stream, KvFormat kv) {
   check_split("attention_decode_rope_split", nsplit, partial, counters);
   if (nsplit == 1) {
     attention_decode_rope(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
@@ -361,7 +359,7 @@ namespace {
 template <class KT>
 void launch_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
                     const int32_t* block_tables, int bt_width, int block_size, const KT* k_pool, const KT* v_pool,
-                    float* out, const int32_t* tiles, int ntiles, cudaStream_t stream) {
+                    float* out, const int32_t* tiles, int ntiles, cudaStream_t stream, float kvs) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const dim3 grid(ntiles, KVH);
   switch (D) {
@@ -369,14 +367,14 @@ void launch_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const in
       constexpr size_t smem = flash_smem_bytes<64>();
       set_smem_once<64, KT>();
       launch(attention_prefill_kernel<64, KT>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH,
-             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
+             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles, kvs);
       break;
     }
     case 128: {
       constexpr size_t smem = flash_smem_bytes<128>();
       set_smem_once<128, KT>();
       launch(attention_prefill_kernel<128, KT>, grid, dim3(256), smem, stream, "attention_prefill", q, ldq, H, KVH,
-             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles);
+             pos, seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, tiles, kvs);
       break;
     }
     default: fail_arg("attention_prefill", "head_dim must be 64 or 128");
@@ -387,17 +385,14 @@ void launch_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const in
 void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
                        const int32_t* block_tables, int bt_width, int block_size, const void* k_pool,
                        const void* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream,
-                       KvElem kv) {
+                       KvFormat kv) {
   if (ntiles <= 0) return;
   if (attention_prefill_tile_rows(H, KVH) == 0) fail_arg("attention_prefill", "heads (H / KVH must be 1..64)");
-  if (kv == KvElem::kBF16) {
-    launch_prefill(q, ldq, H, KVH, D, pos, seq, block_tables, bt_width, block_size,
-                   static_cast<const __nv_bfloat16*>(k_pool), static_cast<const __nv_bfloat16*>(v_pool), out, tiles,
-                   ntiles, stream);
-  } else {
-    launch_prefill(q, ldq, H, KVH, D, pos, seq, block_tables, bt_width, block_size, static_cast<const float*>(k_pool),
-                   static_cast<const float*>(v_pool), out, tiles, ntiles, stream);
-  }
+  with_kv_type(kv.elem, [&](auto tag) {
+    using KT = decltype(tag);
+    launch_prefill(q, ldq, H, KVH, D, pos, seq, block_tables, bt_width, block_size, static_cast<const KT*>(k_pool),
+                   static_cast<const KT*>(v_pool), out, tiles, ntiles, stream, kv.scale);
+  });
 }
 
 }  // namespace tritium::cuda

@@ -31,7 +31,8 @@ __device__ __forceinline__ void merge_groups(const float* m_s, const float* l_s,
 /// One (row r, head h, chunk z) work item of the paged attention; every thread of the 256-thread block calls
 /// it with the same arguments. z is ignored without SPLIT. U: positions per 8-lane group in flight per step (the
 /// block takes 32 U positions per step). FUSED: RoPE at position pos[r] from the tables cos_t / sin_t. KT: the
-/// pools' element (kv_elem.cuh); the new position's k and v are rounded to it before they are attended.
+/// pools' element (kv_elem.cuh), kvs its fp8 scale; the new position's k and v are rounded to it before they are
+/// attended.
 template <int D, bool FUSED, bool SPLIT, class KT = float, int U = 2>
 __device__ __forceinline__ void attention_block(int r, int h, int z, const float* __restrict__ q, int64_t ldq, int H,
                                                 int KVH, const int32_t* __restrict__ pos,
@@ -39,7 +40,8 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
                                                 int btw, int bs, KT* __restrict__ kpool,
                                                 KT* __restrict__ vpool, float* __restrict__ out, float scale,
                                                 const float* __restrict__ cos_t, const float* __restrict__ sin_t,
-                                                int nsplit, float* __restrict__ part, int* __restrict__ cnt) {
+                                                int nsplit, float* __restrict__ part, int* __restrict__ cnt,
+                                                float kvs) {
   constexpr int DL = D / 8;
   static_assert(DL % 4 == 0, "head_dim must be a multiple of 32");
   __shared__ float m_s[32], l_s[32];
@@ -107,12 +109,15 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
     for (int i = 0; i < DL; ++i) kc[i] = __ldcg(row + i), vc[i] = __ldcg(row + kvd + i);
     rope(kc);
 #pragma unroll
-    for (int i = 0; i < DL; ++i) kc[i] = KvIO<KT>::round(kc[i]), vc[i] = KvIO<KT>::round(vc[i]);
+    for (int i = 0; i < DL; ++i) kc[i] = KvIO<KT>::round(kc[i], kvs), vc[i] = KvIO<KT>::round(vc[i], kvs);
     if (has_new && h % (H / KVH) == 0 && grp == 0) {
       const int p = n_all - 1;
       const int64_t off = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * kvd + kvh * D + sub * DL;
 #pragma unroll
-      for (int i = 0; i < DL; ++i) KvIO<KT>::store(kpool + off + i, kc[i]), KvIO<KT>::store(vpool + off + i, vc[i]);
+      for (int i = 0; i < DL; ++i) {
+        KvIO<KT>::store(kpool + off + i, kc[i], kvs);
+        KvIO<KT>::store(vpool + off + i, vc[i], kvs);
+      }
     }
   }
   float m = -INFINITY, l = 0.0f, o[DL];
@@ -130,8 +135,8 @@ __device__ __forceinline__ void attention_block(int r, int h, int z, const float
       if (p < n_end) {
         const int blk = base == p_begin + warp_first ? first_blocks[u] : table[p / bs];
         const int64_t off = (static_cast<int64_t>(blk) * bs + p % bs) * kvd + kvh * D + sub * DL;
-        KvIO<KT>::template load<DL>(kpool + off, kv[u]);
-        KvIO<KT>::template load<DL>(vpool + off, vv[u]);
+        KvIO<KT>::template load<DL>(kpool + off, kv[u], kvs);
+        KvIO<KT>::template load<DL>(vpool + off, vv[u], kvs);
       }
     }
 #pragma unroll

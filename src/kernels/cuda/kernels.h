@@ -44,11 +44,13 @@ struct TernaryEpilogue {
 
 /// The kernels of ternary_matmul.
 enum class TernaryKernel {
-  kAuto,      ///< dp4a GEMV at M = 1, int8 MMA GEMV for 2 <= M <= 16, int8 MMA GEMM above
+  kAuto,      ///< dp4a GEMV at M = 1, int8 MMA GEMV for 2 <= M <= 16, the tiled GEMM above (kMmaGemm before sm_90)
   kDp4aGemv,  ///< dp4a GEMV (M <= 16): lanes_or_warps lanes of a warp per weight row
-  kMmaGemm,   ///< int8 tensor-core GEMM (any M)
+  kMmaGemm,   ///< int8 tensor-core GEMM (any M), 64 x 64 tiles: the GEMM of devices without clusters (before sm_90)
   kMmaGemv,   ///< int8 tensor-core GEMV (M <= 16): 16 weight rows per block of lanes_or_warps warps, the tokens in
               ///< the MMA's N columns
+  kTiledGemm,  ///< int8 tensor-core GEMM (any M; sm_90), 128 weight rows x 64 tokens per block, cp.async pipeline,
+               ///< K split over a cluster of lanes_or_warps blocks (1, 2, 4, 8; 0 = automatic) (ternary_gemm.cu)
 };
 
 /// Ternary GEMV/GEMM over tc2 weights [np, kp/16] uint32 (n real rows) with int8 activations xq [M, kp]
@@ -62,6 +64,12 @@ void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, 
                     const float* inv_s, int M, const TernaryEpilogue& ep, cudaStream_t stream,
                     TernaryKernel kernel = TernaryKernel::kAuto, int lanes_or_warps = 0,
                     bool weights_from_stream = false);
+
+/// True when the current device can run TernaryKernel::kTiledGemm (thread-block clusters: sm_90 or newer).
+bool tiled_gemm_supported();
+/// Blocks of the K split (a thread-block cluster) the tiled GEMM picks for np weight rows, M tokens and kp: 1, 2, 4
+/// or 8, the fewest that give every SM of the current device a block while each keeps at least 4 stages of 128 k.
+int tiled_gemm_split_for(int np, int M, int kp);
 
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
@@ -140,10 +148,19 @@ void embedding(const float* table, const int32_t* tokens, int rows, int D, float
 void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,
                            cudaStream_t stream);
 
-/// Element type of the paged KV pools below: float32, or bf16 (rounded to nearest even when written, read back as
-/// float; every kernel, the fused decode one too, attends the rounded values, so results do not depend on which
-/// kernel wrote a position).
-enum class KvElem { kF32, kBF16 };
+/// Element type of the paged KV pools below: float32; bf16 (rounded to nearest even when written, read back as
+/// float); fp8 e4m3 with a per-tensor scale (KvFormat::scale: stored = e4m3(x / scale), read as float(stored) *
+/// scale, as vLLM's fp8 KV cache and the CPU cache of kv/kv_cache.h). Every kernel, the fused decode ones too,
+/// attends the rounded values, so results do not depend on which kernel wrote a position.
+enum class KvElem { kF32, kBF16, kFP8 };
+
+/// The pools' element type and the fp8 scale (ignored by f32 and bf16).
+struct KvFormat {
+  KvElem elem = KvElem::kF32;
+  float scale = 1.0f;
+  KvFormat() = default;
+  KvFormat(KvElem e, float s = 1.0f) : elem(e), scale(s) {}  // NOLINT(google-explicit-constructor): KvElem converts
+};
 
 /// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
 /// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the
@@ -154,7 +171,7 @@ enum class KvElem { kF32, kBF16 };
 /// block_tables[seq[r] * bt_width ...].
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
-                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvElem kv = KvElem::kF32);
+                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvFormat kv = {});
 
 /// Causal GQA attention of each row over its sequence's paged KV cache, positions 0..pos[r]:
 /// q rows with stride ldq (head h at h * D), out [rows, H * D]. Online softmax (flash-decoding style),
@@ -162,7 +179,7 @@ void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos
 void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                      const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                      const void* k_pool, const void* v_pool, float* out, cudaStream_t stream,
-                     KvElem kv = KvElem::kF32);
+                     KvFormat kv = {});
 
 /// Decode rows only (each row the single new token of its own sequence, at position pos[r]): rope_kv_write
 /// followed by attention_paged in one kernel. qkv rows [rows, q_dim + 2 kv_dim] with stride ldq are read and
@@ -171,7 +188,7 @@ void attention_paged(const float* q, int64_t ldq, int rows, int H, int KVH, int 
 void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                            const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                            int bt_width, int block_size, void* k_pool, void* v_pool, float* out,
-                           cudaStream_t stream, KvElem kv = KvElem::kF32);
+                           cudaStream_t stream, KvFormat kv = {});
 
 /// Most chunks per (row, head) of the split-K (flash-decoding) attention below.
 inline constexpr int kAttentionMaxSplit = 16;
@@ -192,12 +209,35 @@ int attention_split_count(int rows, int H);
 void attention_paged_split(const float* q, int64_t ldq, int rows, int H, int KVH, int D, const int32_t* pos,
                            const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                            const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial,
-                           int32_t* counters, cudaStream_t stream, KvElem kv = KvElem::kF32);
+                           int32_t* counters, cudaStream_t stream, KvFormat kv = {});
 void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                                  const float* sin_t, const int32_t* pos, const int32_t* seq,
                                  const int32_t* block_tables, int bt_width, int block_size, void* k_pool,
                                  void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                                 cudaStream_t stream, KvElem kv = KvElem::kF32);
+                                 cudaStream_t stream, KvFormat kv = {});
+
+/// Decode attention with the G = H / KVH query heads of a KV head in one block (attention_decode.cu: one warp per
+/// query head, so a K / V row is read from L2 once per block, not once per head), split over positions by the
+/// context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1) chunks, one block each,
+/// whatever the batch, so a row's result does not depend on its batch mates. Grid (rows, KVH, nsplit): nsplit must
+/// be at least the largest attention_gqa_chunks of the rows (blocks past a row's chunks return at once); with
+/// nsplit > 1 the scratch of attention_paged_split (partial [rows * H * kAttentionMaxSplit * (D + 2)], counters
+/// [rows * KVH], zero before and left zero) merges the chunks. Needs attention_gqa_supported; throws
+/// tritium::Error otherwise.
+bool attention_gqa_supported(int H, int KVH, int D);  ///< H / KVH an integer in 1..8, D 64 or 128
+int attention_gqa_chunks(int64_t n);                  ///< chunks of a context of n positions (1..kAttentionMaxSplit)
+/// The fused decode step (as attention_decode_rope: RoPE of q and k at pos[r], the new k / v written to the pools,
+/// rows [rows, q_dim + 2 kv_dim] left as they are).
+void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
+                          const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
+                          int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
+                          float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv = {});
+/// The same attention after rope_kv_write (q rotated, the new position in the pools) for the rows listed in row_list
+/// [rows] (nullptr: rows 0..rows-1): the bits of attention_decode_gqa. out row r is written for each listed r.
+void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
+                   const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
+                   const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
+                   cudaStream_t stream, KvFormat kv = {});
 
 /// Query rows per tile of attention_prefill: 64 / (H / KVH) (the tile's rows x the KV head's query heads are
 /// the block's 64 query vectors); 0 when H / KVH is not an integer in 1..64.
@@ -217,7 +257,7 @@ void attention_prefill_tiles(const int32_t* pos, const int32_t* seq, int rows, i
 void attention_prefill(const float* q, int64_t ldq, int H, int KVH, int D, const int32_t* pos, const int32_t* seq,
                        const int32_t* block_tables, int bt_width, int block_size, const void* k_pool,
                        const void* v_pool, float* out, const int32_t* tiles, int ntiles, cudaStream_t stream,
-                       KvElem kv = KvElem::kF32);
+                       KvFormat kv = {});
 
 /// act[m, i] = relu(g)^2 * u (relu2 = true) or silu(g) * u, g = gu[m, i], u = gu[m, I + i]; gu [rows, 2 I].
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream);

@@ -174,7 +174,7 @@ template <class KT>
 __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, const float* __restrict__ cos_t,
                                const float* __restrict__ sin_t, const int32_t* __restrict__ pos,
                                const int32_t* __restrict__ seq, const int32_t* __restrict__ bt, int btw, int bs,
-                               KT* __restrict__ kpool, KT* __restrict__ vpool) {
+                               KT* __restrict__ kpool, KT* __restrict__ vpool, float kvs) {
   const int r = blockIdx.x, half = D / 2;
   const int qd = H * D, kvd = KVH * D;
   float* row = qkv + static_cast<int64_t>(r) * (qd + 2 * kvd);
@@ -194,11 +194,11 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
     v[i] = na;
     v[i + half] = nb;
     if (is_k) {
-      KvIO<KT>::store(kpool + slot + (hh - H) * D + i, na);
-      KvIO<KT>::store(kpool + slot + (hh - H) * D + i + half, nb);
+      KvIO<KT>::store(kpool + slot + (hh - H) * D + i, na, kvs);
+      KvIO<KT>::store(kpool + slot + (hh - H) * D + i + half, nb, kvs);
     }
   }
-  for (int d = threadIdx.x; d < kvd; d += blockDim.x) KvIO<KT>::store(vpool + slot + d, row[qd + kvd + d]);
+  for (int d = threadIdx.x; d < kvd; d += blockDim.x) KvIO<KT>::store(vpool + slot + d, row[qd + kvd + d], kvs);
 }
 
 __global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int relu2, float* __restrict__ act) {
@@ -311,16 +311,13 @@ void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32
 
 void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
-                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvElem kv) {
+                   int block_size, void* k_pool, void* v_pool, cudaStream_t stream, KvFormat kv) {
   if (rows <= 0) return;
-  if (kv == KvElem::kBF16) {
-    launch(rope_kv_kernel<__nv_bfloat16>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t,
-           sin_t, pos, seq, block_tables, bt_width, block_size, static_cast<__nv_bfloat16*>(k_pool),
-           static_cast<__nv_bfloat16*>(v_pool));
-  } else {
-    launch(rope_kv_kernel<float>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t,
-           pos, seq, block_tables, bt_width, block_size, static_cast<float*>(k_pool), static_cast<float*>(v_pool));
-  }
+  with_kv_type(kv.elem, [&](auto tag) {
+    using KT = decltype(tag);
+    launch(rope_kv_kernel<KT>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t, pos,
+           seq, block_tables, bt_width, block_size, static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), kv.scale);
+  });
 }
 
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -17,6 +18,7 @@
 #include "formats/ternary_bitcos_gpu.h"
 #include "formats/ternary_tc2.h"
 #include "formats/ternary_tcb.h"
+#include "kv/fp8.h"
 #include "model/linear.h"
 #include "backend/cuda/cuda_backend.h"
 #include "test_util.h"
@@ -25,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/cuda_test_util.h"
 #endif
 
 using namespace tritium;
@@ -157,38 +160,10 @@ TEST(CudaKernels, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA: CUD
 
 #else
 
+using test::DevBuf;
+using test::random_floats;
+
 namespace {
-
-#define REQUIRE_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: CUDA kernel test skipped"
-
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t count) : n(count) {
-    cuda::check(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc");
-    cuda::check(cudaMemset(p, 0xA5, std::max<size_t>(count, 1) * sizeof(T)), "cudaMemset (poison)");
-  }
-  explicit DevBuf(const std::vector<T>& h) : DevBuf(h.size()) { up(h); }
-  ~DevBuf() { cudaFree(p); }
-  void up(const std::vector<T>& h) {
-    cuda::check(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "H2D");
-  }
-  std::vector<T> down() const {
-    std::vector<T> h(n);
-    cuda::check(cudaDeviceSynchronize(), "sync");
-    cuda::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "D2H");
-    return h;
-  }
-};
-
-std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
-  std::normal_distribution<float> d(0, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // The projection of the bit-exactness tests: n = 328 rows in three weight segments (288 rows x 0.37, 20 x 1.9,
 // 20 x 0.05), as a CPU TernaryLinear and as the matching GPU epilogue writing y [M, n].
@@ -207,8 +182,9 @@ cuda::TernaryEpilogue segmented_epilogue(float* y) {
 
 }  // namespace
 
-// Integer GEMVs (dp4a with 8, 16 and 32 lanes per row; int8 MMA with 4 and 8 warps per 16 rows), the GEMM (int8
-// MMA) and the automatic choice against a scalar int32 reference.
+// Integer GEMVs (dp4a with 8, 16 and 32 lanes per row; int8 MMA with 4 and 8 warps per 16 rows), the GEMMs (int8
+// MMA; on sm_90 the tiled GEMM with its K split over 1-8 blocks of a cluster, partial token tiles and stages, more
+// blocks than stages) and the automatic choice against a scalar int32 reference.
 TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -218,7 +194,7 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
     const auto w = random_ternary(rng, sh.n, sh.k, 0.3);
     const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
     DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), sh.n, sh.k));
-    for (int M : {1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100}) {
+    for (int M : {1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 64, 100, 257}) {
       std::vector<int8_t> x(static_cast<size_t>(M) * sh.k), xp(static_cast<size_t>(M) * s.kp, 0);
       std::vector<int32_t> sum(M, 0), ref(static_cast<size_t>(M) * sh.n);
       for (int m = 0; m < M; ++m)
@@ -237,6 +213,9 @@ TEST(CudaKernels, TernaryMatmulExactRandomRagged) {
       DevBuf<int32_t> ds(sum);
       using K = cuda::TernaryKernel;
       std::vector<std::pair<K, int>> variants = {{K::kMmaGemm, 0}, {K::kAuto, 0}};  // (kernel, lanes_or_warps)
+      if (cuda::tiled_gemm_supported())  // K split over clusters of 1, 2, 4, 8 blocks and the automatic choice
+        variants.insert(variants.end(), {{K::kTiledGemm, 0}, {K::kTiledGemm, 1}, {K::kTiledGemm, 2},
+                                         {K::kTiledGemm, 4}, {K::kTiledGemm, 8}});
       if (M <= 16)
         variants.insert(variants.end(), {{K::kDp4aGemv, 8}, {K::kDp4aGemv, 16}, {K::kDp4aGemv, 32},
                                          {K::kMmaGemv, 4}, {K::kMmaGemv, 8}});
@@ -810,353 +789,5 @@ TEST(CudaKernels, DependentLaunchChainMatchesOrdinary) {
   cudaStreamDestroy(st);
 }
 
-// Fused decode attention (RoPE + KV write + attention) equals rope_kv_write then attention_paged: the KV pools
-// exactly, the output within 1e-6 relative (the new position enters the softmax last), for three sequences at
-// ragged positions (0, a block boundary, mid-block) over a shuffled block table, head_dim 64 and 128.
-TEST(CudaKernels, AttentionDecodeRopeMatchesUnfused) {
-  REQUIRE_GPU();
-  std::mt19937 rng(23);
-  for (int D : {64, 128}) {
-    const int H = 8, KVH = 2, bs = 16, nblocks = 24, maxpos = 128, half = D / 2, btw = 8;
-    const int qd = H * D, kvd = KVH * D, w = qd + 2 * kvd;
-    std::vector<float> ct(static_cast<size_t>(maxpos) * half), st(ct.size());
-    for (size_t i = 0; i < ct.size(); ++i) {
-      ct[i] = std::cos(0.013f * static_cast<float>(i));
-      st[i] = std::sin(0.013f * static_cast<float>(i));
-    }
-    std::vector<int32_t> blocks(nblocks);
-    for (int i = 0; i < nblocks; ++i) blocks[i] = i;
-    std::shuffle(blocks.begin(), blocks.end(), rng);
-    std::vector<int32_t> bt(3 * btw);
-    for (int i = 0; i < 3 * btw; ++i) bt[i] = blocks[i];
-    const std::vector<int32_t> pos = {0, 16, 77}, seq = {0, 1, 2};
-    const int rows = 3;
-    const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
-    const auto pool0 = random_floats(rng, static_cast<size_t>(nblocks) * bs * kvd);  // earlier positions
-    DevBuf<float> dct(ct), dst(st);
-    DevBuf<int32_t> dpos(pos), dseq(seq), dbt(bt);
-    DevBuf<float> q1(qkv), k1(pool0), v1(pool0), o1(static_cast<size_t>(rows) * qd);
-    cuda::rope_kv_write(q1.p, rows, H, KVH, D, dct.p, dst.p, dpos.p, dseq.p, dbt.p, btw, bs, k1.p, v1.p, nullptr);
-    cuda::attention_paged(q1.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, btw, bs, k1.p, v1.p, o1.p, nullptr);
-    DevBuf<float> q2(qkv), k2(pool0), v2(pool0), o2(static_cast<size_t>(rows) * qd);
-    cuda::attention_decode_rope(q2.p, w, rows, H, KVH, D, dct.p, dst.p, dpos.p, dseq.p, dbt.p, btw, bs, k2.p, v2.p,
-                                o2.p, nullptr);
-    EXPECT_EQ(k2.down(), k1.down()) << "k pool D=" << D;
-    EXPECT_EQ(v2.down(), v1.down()) << "v pool D=" << D;
-    EXPECT_EQ(q2.down(), qkv) << "qkv left as it was";
-    const auto a = o1.down(), b = o2.down();
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 1e-6 * std::fabs(a[i]) + 1e-6) << i << " D=" << D;
-  }
-}
-
-namespace {
-
-// A paged KV cache of several sequences with random K/V over a shuffled (non-contiguous) block table, and a
-// double-precision reference of causal GQA attention over it.
-struct PagedCase {
-  int H, KVH, D, bs = 16, btw = 0, nblocks = 0;
-  std::vector<int32_t> bt;
-  std::vector<float> kpool, vpool;
-  PagedCase(std::mt19937& rng, int H_, int KVH_, int D_, const std::vector<int>& ctx) : H(H_), KVH(KVH_), D(D_) {
-    int maxc = 1;
-    for (int c : ctx) maxc = std::max(maxc, c);
-    btw = (maxc + bs - 1) / bs + 1;
-    nblocks = static_cast<int>(ctx.size()) * btw + 3;
-    std::vector<int32_t> ids(nblocks);
-    for (int i = 0; i < nblocks; ++i) ids[i] = i;
-    std::shuffle(ids.begin(), ids.end(), rng);
-    bt.assign(ctx.size() * btw, 0);
-    for (size_t i = 0; i < bt.size(); ++i) bt[i] = ids[i];
-    kpool = random_floats(rng, static_cast<size_t>(nblocks) * bs * KVH * D);
-    vpool = random_floats(rng, kpool.size());
-  }
-  /// out[H * D] for query row q (head h at h * D) at position p of sequence s.
-  std::vector<double> ref(const float* q, int p, int s) const {
-    std::vector<double> o(static_cast<size_t>(H) * D, 0.0);
-    const int kvd = KVH * D;
-    std::vector<double> sc(p + 1);
-    for (int h = 0; h < H; ++h) {
-      const int kvh = h / (H / KVH);
-      double mx = -1e300;
-      for (int j = 0; j <= p; ++j) {
-        const size_t off = (static_cast<size_t>(bt[s * btw + j / bs]) * bs + j % bs) * kvd + kvh * D;
-        double d = 0;
-        for (int i = 0; i < D; ++i) d += static_cast<double>(q[h * D + i]) * kpool[off + i];
-        sc[j] = d / std::sqrt(static_cast<double>(D));
-        mx = std::max(mx, sc[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j <= p; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
-      for (int j = 0; j <= p; ++j) {
-        const size_t off = (static_cast<size_t>(bt[s * btw + j / bs]) * bs + j % bs) * kvd + kvh * D;
-        for (int i = 0; i < D; ++i) o[h * D + i] += sc[j] / sum * vpool[off + i];
-      }
-    }
-    return o;
-  }
-};
-
-/// ||a - b|| / ||b|| over one row of n values.
-template <class A, class B>
-double rel_err(const A* a, const B* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(static_cast<double>(a[i]))) return 1e30;
-    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-
-}  // namespace
-
-// Split-K decode attention equals attention_paged (and a double reference) within 1e-5 relative per row, for
-// contexts 1, 17, 300 and 1500 in one batch over a shuffled block table, head_dim 64 / 128, GQA ratios 1 and 4,
-// several chunk counts; the counters are left zero; a graph captured once (with programmatic dependent launch)
-// and replayed after the positions change still matches.
-TEST(CudaKernels, AttentionSplitMatchesPaged) {
-  REQUIRE_GPU();
-  std::mt19937 rng(41);
-  const std::vector<int> ctx = {1, 17, 300, 1500, 64, 65};
-  for (int D : {64, 128}) {
-    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
-      PagedCase pc(rng, H, KVH, D, ctx);
-      const int rows = static_cast<int>(ctx.size()), qd = H * D, ldq = qd + 64;  // strided q rows
-      std::vector<int32_t> pos(rows), seq(rows);
-      for (int r = 0; r < rows; ++r) pos[r] = ctx[r] - 1, seq[r] = r;
-      const auto q = random_floats(rng, static_cast<size_t>(rows) * ldq);
-      DevBuf<float> dq(q), dk(pc.kpool), dv(pc.vpool), o1(static_cast<size_t>(rows) * qd),
-          o2(static_cast<size_t>(rows) * qd),
-          part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
-      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
-      cnt.up(std::vector<int32_t>(static_cast<size_t>(rows) * H, 0));
-      cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
-                            nullptr);
-      const auto a = o1.down();
-      for (int r = 0; r < rows; ++r) {
-        const auto want = pc.ref(&q[static_cast<size_t>(r) * ldq], pos[r], seq[r]);
-        EXPECT_LT(rel_err(&a[static_cast<size_t>(r) * qd], want.data(), qd), 1e-5) << "paged ctx " << ctx[r];
-      }
-      for (int ns : {2, 5, cuda::kAttentionMaxSplit, cuda::attention_split_count(rows, H)}) {
-        cuda::attention_paged_split(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p,
-                                    o2.p, ns, part.p, cnt.p, nullptr);
-        const auto b = o2.down();
-        for (int r = 0; r < rows; ++r)
-          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
-              << "D=" << D << " H=" << H << " KVH=" << KVH << " nsplit " << ns << " ctx " << ctx[r];
-        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "split counters must be left zero";
-      }
-      // Graph: captured once with 16 chunks, replayed at other positions.
-      cudaStream_t st;
-      cuda::check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-      cudaGraph_t g = nullptr;
-      cudaGraphExec_t ge = nullptr;
-      cuda::check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-      for (int rep = 0; rep < 2; ++rep)  // two dependent launches in a row (PDL between them)
-        cuda::attention_paged_split(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p,
-                                    o2.p, cuda::kAttentionMaxSplit, part.p, cnt.p, st);
-      cuda::check(cudaStreamEndCapture(st, &g), "end capture");
-      cuda::check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
-      for (int shift : {0, -7, -250}) {
-        std::vector<int32_t> p2(rows);
-        for (int r = 0; r < rows; ++r) p2[r] = std::max(0, pos[r] + shift);
-        dpos.up(p2);
-        cuda::check(cudaGraphLaunch(ge, st), "graph launch");
-        cuda::check(cudaStreamSynchronize(st), "sync");
-        cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
-                              nullptr);
-        const auto ra = o1.down(), rb = o2.down();
-        for (int r = 0; r < rows; ++r)
-          EXPECT_LT(rel_err(&rb[static_cast<size_t>(r) * qd], &ra[static_cast<size_t>(r) * qd], qd), 1e-5)
-              << "graph replay, shift " << shift << " ctx " << p2[r] + 1;
-        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0);
-      }
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
-      cudaStreamDestroy(st);
-    }
-  }
-}
-
-// Split-K fused decode attention (RoPE + KV write + attention) equals attention_decode_rope: the KV pools
-// exactly, the output within 1e-5 relative, at contexts 1, 17, 300, 1500 (and chunk boundaries 64 / 65 / 129).
-TEST(CudaKernels, AttentionDecodeRopeSplitMatchesUnsplit) {
-  REQUIRE_GPU();
-  std::mt19937 rng(43);
-  const std::vector<int> ctx = {1, 17, 300, 1500, 65, 129, 64};
-  for (int D : {64, 128}) {
-    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
-      PagedCase pc(rng, H, KVH, D, ctx);
-      const int rows = static_cast<int>(ctx.size()), qd = H * D, kvd = KVH * D, w = qd + 2 * kvd, half = D / 2;
-      const int maxpos = 1600;
-      std::vector<float> ct(static_cast<size_t>(maxpos) * half), sn(ct.size());
-      for (size_t i = 0; i < ct.size(); ++i) {
-        ct[i] = std::cos(0.0007f * static_cast<float>(i));
-        sn[i] = std::sin(0.0007f * static_cast<float>(i));
-      }
-      std::vector<int32_t> pos(rows), seq(rows);
-      for (int r = 0; r < rows; ++r) pos[r] = ctx[r] - 1, seq[r] = r;
-      const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
-      DevBuf<float> dct(ct), dsn(sn), dq(qkv), k1(pc.kpool), v1(pc.vpool), k2(pc.kpool), v2(pc.vpool),
-          o1(static_cast<size_t>(rows) * qd), o2(static_cast<size_t>(rows) * qd),
-          part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
-      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
-      cnt.up(std::vector<int32_t>(static_cast<size_t>(rows) * H, 0));
-      cuda::attention_decode_rope(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k1.p,
-                                  v1.p, o1.p, nullptr);
-      const auto a = o1.down();
-      const auto kref = k1.down(), vref = v1.down();
-      for (int ns : {3, cuda::kAttentionMaxSplit, cuda::attention_split_count(rows, H)}) {
-        k2.up(pc.kpool);
-        v2.up(pc.vpool);
-        cuda::attention_decode_rope_split(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw,
-                                          pc.bs, k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr);
-        EXPECT_EQ(k2.down(), kref) << "k pool D=" << D << " nsplit " << ns;
-        EXPECT_EQ(v2.down(), vref) << "v pool D=" << D << " nsplit " << ns;
-        const auto b = o2.down();
-        for (int r = 0; r < rows; ++r)
-          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
-              << "D=" << D << " H=" << H << " KVH=" << KVH << " nsplit " << ns << " ctx " << ctx[r];
-        for (int32_t c : cnt.down()) ASSERT_EQ(c, 0);
-      }
-      EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
-    }
-  }
-}
-
-// The prefill tiling: runs of one sequence with consecutive positions, cut at tile_rows.
-TEST(CudaKernels, AttentionPrefillTiles) {
-  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 9, 10, 5, 6, 0};
-  const std::vector<int32_t> seq = {0, 0, 0, 0, 0, 0, 0, 1, 1, 2};
-  std::vector<int32_t> tiles;
-  cuda::attention_prefill_tiles(pos.data(), seq.data(), 10, 3, tiles);
-  EXPECT_EQ(tiles, (std::vector<int32_t>{0, 3, 3, 2, 5, 2, 7, 2, 9, 1}));
-  EXPECT_EQ(cuda::attention_prefill_tile_rows(20, 5), 16);
-  EXPECT_EQ(cuda::attention_prefill_tile_rows(8, 8), 64);
-  EXPECT_EQ(cuda::attention_prefill_tile_rows(8, 3), 0);
-  EXPECT_THROW(cuda::attention_prefill_tiles(pos.data(), seq.data(), 10, 0, tiles), Error);
-}
-
-// Flash-style prefill attention equals attention_paged (and a double reference on a sample of rows) within
-// 1e-5 relative per row: chunks of 300 rows at position 0, 300 rows ending at position 1499 (context 1500),
-// 17 rows at 0, a single row at 0 and a decode row at 799, head_dim 64 / 128, GQA ratios 1 and 4.
-TEST(CudaKernels, AttentionPrefillMatchesPaged) {
-  REQUIRE_GPU();
-  std::mt19937 rng(47);
-  struct Chunk { int start, T; };
-  const std::vector<Chunk> chunks = {{0, 300}, {1200, 300}, {0, 17}, {0, 1}, {799, 1}};
-  std::vector<int> ctx;
-  for (const auto& c : chunks) ctx.push_back(c.start + c.T);
-  for (int D : {64, 128}) {
-    for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}}) {
-      PagedCase pc(rng, H, KVH, D, ctx);
-      const int qd = H * D, ldq = qd + 2 * KVH * D;
-      std::vector<int32_t> pos, seq;
-      for (size_t s = 0; s < chunks.size(); ++s)
-        for (int t = 0; t < chunks[s].T; ++t) pos.push_back(chunks[s].start + t), seq.push_back(static_cast<int>(s));
-      const int rows = static_cast<int>(pos.size());
-      const auto q = random_floats(rng, static_cast<size_t>(rows) * ldq);
-      std::vector<int32_t> tiles;
-      const int tr = cuda::attention_prefill_tile_rows(H, KVH);
-      ASSERT_EQ(tr, 64 / (H / KVH));
-      cuda::attention_prefill_tiles(pos.data(), seq.data(), rows, tr, tiles);
-      DevBuf<float> dq(q), dk(pc.kpool), dv(pc.vpool), o1(static_cast<size_t>(rows) * qd),
-          o2(static_cast<size_t>(rows) * qd);
-      DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), dtiles(tiles);
-      cuda::attention_paged(dq.p, ldq, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o1.p,
-                            nullptr);
-      cuda::attention_prefill(dq.p, ldq, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, dk.p, dv.p, o2.p,
-                              dtiles.p, static_cast<int>(tiles.size() / 2), nullptr);
-      const auto a = o1.down(), b = o2.down();
-      for (int r = 0; r < rows; ++r) {
-        ASSERT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
-            << "D=" << D << " H=" << H << " KVH=" << KVH << " row " << r << " pos " << pos[r];
-        if (r % 13 == 0 || r == rows - 1) {
-          const auto want = pc.ref(&q[static_cast<size_t>(r) * ldq], pos[r], seq[r]);
-          EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], want.data(), qd), 1e-5) << "vs double, row " << r;
-        }
-      }
-    }
-  }
-}
-
-
-// bf16 KV pools: rope_kv_write stores each k / v rounded to bf16 (round to nearest even, core/dtype.h); the paged,
-// split-K and prefill kernels over them give bit for bit what they give over f32 pools holding the rounded values;
-// the fused decode kernel writes the same pool bits and attends the rounded new position (within 1e-5 of the
-// unfused kernels, which add it in another order).
-TEST(CudaKernels, Bf16KvPoolsMatchF32PoolsOfRoundedValues) {
-  REQUIRE_GPU();
-  std::mt19937 rng(53);
-  for (int D : {64, 128}) {
-    const int H = 8, KVH = 2, bs = 16, half = D / 2, qd = H * D, kvd = KVH * D, w = qd + 2 * kvd;
-    const std::vector<int> T = {37, 300};  // prefill lengths of two sequences
-    PagedCase pc(rng, H, KVH, D, T);
-    const size_t pool = pc.kpool.size();
-    const int maxpos = 400;
-    std::vector<float> ct(static_cast<size_t>(maxpos) * half), sn(ct.size());
-    for (size_t i = 0; i < ct.size(); ++i) ct[i] = std::cos(0.003f * i), sn[i] = std::sin(0.003f * i);
-    std::vector<int32_t> pos, seq;
-    for (int s = 0; s < 2; ++s)
-      for (int t = 0; t < T[s]; ++t) pos.push_back(t), seq.push_back(s);
-    const int rows = static_cast<int>(pos.size());
-    const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
-    DevBuf<float> dct(ct), dsn(sn), q32(qkv), q16(qkv), k32(pool), v32(pool), o32(static_cast<size_t>(rows) * qd),
-        o16(static_cast<size_t>(rows) * qd), part(static_cast<size_t>(rows) * H * cuda::kAttentionMaxSplit * (D + 2));
-    DevBuf<uint16_t> k16(pool), v16(pool);
-    DevBuf<int32_t> dpos(pos), dseq(seq), dbt(pc.bt), cnt(static_cast<size_t>(rows) * H);
-    cnt.up(std::vector<int32_t>(cnt.n, 0));
-    k32.up(std::vector<float>(pool, 0.0f)), v32.up(std::vector<float>(pool, 0.0f));
-    k16.up(std::vector<uint16_t>(pool, 0)), v16.up(std::vector<uint16_t>(pool, 0));
-    cuda::rope_kv_write(q32.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, nullptr);
-    cuda::rope_kv_write(q16.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, nullptr,
-                        cuda::KvElem::kBF16);
-    EXPECT_EQ(q32.down(), q16.down()) << "rotated q / k rows";
-    auto kf = k32.down(), vf = v32.down();
-    const auto kb = k16.down(), vb = v16.down();
-    for (size_t i = 0; i < pool; ++i) {
-      ASSERT_EQ(kb[i], f32_to_bf16(kf[i])) << "k pool " << i;
-      ASSERT_EQ(vb[i], f32_to_bf16(vf[i])) << "v pool " << i;
-      kf[i] = bf16_to_f32(kb[i]), vf[i] = bf16_to_f32(vb[i]);
-    }
-    k32.up(kf), v32.up(vf);
-    const cuda::KvElem bf = cuda::KvElem::kBF16;
-    cuda::attention_paged(q32.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, nullptr);
-    cuda::attention_paged(q16.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, nullptr,
-                          bf);
-    EXPECT_EQ(o32.down(), o16.down()) << "paged D=" << D;
-    cuda::attention_paged_split(q32.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, 4,
-                                part.p, cnt.p, nullptr);
-    cuda::attention_paged_split(q16.p, w, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, 4,
-                                part.p, cnt.p, nullptr, bf);
-    EXPECT_EQ(o32.down(), o16.down()) << "split D=" << D;
-    std::vector<int32_t> tiles;
-    cuda::attention_prefill_tiles(pos.data(), seq.data(), rows, cuda::attention_prefill_tile_rows(H, KVH), tiles);
-    DevBuf<int32_t> dtiles(tiles);
-    const int nt = static_cast<int>(tiles.size() / 2);
-    cuda::attention_prefill(q32.p, w, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k32.p, v32.p, o32.p, dtiles.p, nt,
-                            nullptr);
-    cuda::attention_prefill(q16.p, w, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, bs, k16.p, v16.p, o16.p, dtiles.p, nt,
-                            nullptr, bf);
-    EXPECT_EQ(o32.down(), o16.down()) << "prefill D=" << D;
-
-    // Fused decode of the last position of each sequence over the bf16 pools vs rope_kv_write + attention_paged.
-    std::vector<int32_t> dp = {T[0] - 1, T[1] - 1}, ds = {0, 1};
-    const auto dq = random_floats(rng, static_cast<size_t>(2) * w);
-    DevBuf<float> fq(dq), uq(dq), fo(static_cast<size_t>(2) * qd), uo(static_cast<size_t>(2) * qd);
-    DevBuf<int32_t> ddp(dp), dds(ds);
-    cuda::attention_decode_rope(fq.p, w, 2, H, KVH, D, dct.p, dsn.p, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p,
-                                fo.p, nullptr, bf);
-    const auto kfused = k16.down(), vfused = v16.down();
-    cuda::rope_kv_write(uq.p, 2, H, KVH, D, dct.p, dsn.p, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p, nullptr, bf);
-    EXPECT_EQ(k16.down(), kfused) << "fused k write D=" << D;
-    EXPECT_EQ(v16.down(), vfused) << "fused v write D=" << D;
-    cuda::attention_paged(uq.p, w, 2, H, KVH, D, ddp.p, dds.p, dbt.p, pc.btw, bs, k16.p, v16.p, uo.p, nullptr, bf);
-    const auto a = fo.down(), b = uo.down();
-    for (int r = 0; r < 2; ++r)
-      EXPECT_LT(rel_err(&a[static_cast<size_t>(r) * qd], &b[static_cast<size_t>(r) * qd], qd), 1e-5) << "fused D=" << D;
-  }
-}
 
 #endif
