@@ -5,20 +5,24 @@
 # shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2, the books). With BASE_BUILD set to
 # another CUDA build folder (the code before a change), its tritium goes in as bin/tritium-base: run.sh then measures
 # e2e and serve for both in one run.
-# Usage, from the repository root: [BASE_BUILD=DIR] bench/device/pack.sh   (then call the device with carry [".device"])
+# Usage, from the repository root: [BUILD_DIR=DIR] [BASE_BUILD=DIR] bench/device/pack.sh   (then call the device
+# with carry [".device"])
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DTRITIUM_BUILD_BENCH=OFF >/dev/null
-cmake --build build-cuda -j "${JOBS:-$(nproc)}" --target tritium tritium_tests
+B=${BUILD_DIR:-build-cuda}  # BUILD_DIR: an existing CUDA build folder (e.g. scripts/test.sh's build) instead
+if [ -z "${BUILD_DIR:-}" ]; then
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DTRITIUM_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build "$B" -j "${JOBS:-$(nproc)}" --target tritium tritium_tests
 P=$(mktemp -d)
 mkdir -p "$P/bin" "$P/lib" "$P/shared/models" "$P/shared/data"
-cp build-cuda/tritium build-cuda/tritium_tests "$P/bin/"
+cp "$B/tritium" "$B/tritium_tests" "$P/bin/"
 if [ -n "${BASE_BUILD:-}" ]; then cp "$BASE_BUILD/tritium" "$P/bin/tritium-base"; fi
 strip "$P/bin/"*
 # Every non-system, non-CUDA library the binaries load.
-ldd build-cuda/tritium build-cuda/tritium_tests | awk '/=> \//{print $3}' | sort -u |
+ldd "$B/tritium" "$B/tritium_tests" | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so' |
   while read -r l; do cp -L "$l" "$P/lib/"; done
 cp -r "$SHARED/models/tiny-qwen2" "$P/shared/models/"

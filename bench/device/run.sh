@@ -6,10 +6,15 @@
 #   test     the CUDA tests and the backend harness (every backend against the CPU reference), and
 #            compute-sanitizer memcheck on the kernel, sampler and harness tests (MEMCHECK_FILTER: other tests)
 #   kernels  cuda-bench --kernels --int8-kernels: GEMV/GEMM of both ternary layouts and int8 against cuBLAS bf16
-#            and the copy bandwidth measured in the same run
-#   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch 1, 16, 64
-#   serve    `tritium serve --device cuda` on the same model under `tritium bench serve` (128 in / 128 out) at
-#            concurrency 1, 16, 64
+#            and the copy bandwidth measured in the same run (token counts KERNEL_BATCHES, default 1,4,16,512)
+#   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch E2E_BATCHES (default
+#            1,16,64), layouts E2E_LAYOUTS (default "tc2 tcb"), KV cache dtypes E2E_KV (default "auto")
+#   serve    `tritium serve --device cuda --max-num-seqs 256` on the same model under `tritium bench serve` (128 in /
+#            128 out, EOS ignored) at concurrency SERVE_C (default "1 16 64"), with SERVE_FLAGS added to serve
+#   service  the service class of a 1.5B-class ternary model (synth --shape qwen2-1.5b): `serve` under `bench serve`
+#            (128 in / 128 out) at concurrency SERVICE_C (default "16 32 64 128 256"); prints P99 TTFT, P99 TPOT, the
+#            per-stream rate and the GPU memory in use, and the highest concurrency with P99 TTFT < 350 ms and
+#            >= 22 tok/s per stream (median TPOT <= 45.45 ms)
 #   tp       tensor parallelism (needs 2 GPUs): the NCCL tests, greedy TP=1 vs TP=2, and a worker stopped (SIGSTOP)
 #            while serving: the leader must answer with an error within TRITIUM_TP_TIMEOUT, not hang
 # When the payload holds bin/tritium-base (pack.sh with BASE_BUILD set: the build before a change), e2e and serve
@@ -43,18 +48,22 @@ for suite in "$@"; do
     grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5 | tee -a "$S"
     ;;
   kernels)
-    timeout 200 "$TR" cuda-bench --kernels --int8-kernels > "$OUT/kernels.md" 2>&1; say "kernels rc=$? $(el)"
-    grep -E "copy bandwidth|^\|" "$OUT/kernels.md" | head -80 | tee -a "$S"
+    timeout 240 "$TR" cuda-bench --kernels --int8-kernels --kernel-batches "${KERNEL_BATCHES:-1,4,16,512}" \
+      > "$OUT/kernels.md" 2>&1; say "kernels rc=$? $(el)"
+    grep -E "copy bandwidth|^\|" "$OUT/kernels.md" | head -160 | tee -a "$S"
     ;;
   e2e)
     synth; say "synth $(el)"
     for B in $BINS; do
       name=${B%%:*}; bin=${B#*:}
-      for L in tc2 tcb; do
-        [ "$name" = base ] && [ "$L" = tcb ] && continue
-        TRITIUM_CUDA_LAYOUT=$L timeout 120 "$bin" cuda-bench -m $SYN --batch 1,16,64 --prompt 32 --gen 64 -r 3 \
-          > "$OUT/e2e_${name}_$L.md" 2>&1; say "e2e $name $L rc=$? $(el)"
-        grep -E "weights read|KV cache|^\| [0-9]|rror" "$OUT/e2e_${name}_$L.md" | tee -a "$S"
+      for L in ${E2E_LAYOUTS:-tc2 tcb}; do
+        for KV in ${E2E_KV:-auto}; do
+          [ "$name" = base ] && [ "$L" = tcb ] && continue
+          TRITIUM_CUDA_LAYOUT=$L timeout 150 "$bin" cuda-bench -m $SYN --batch "${E2E_BATCHES:-1,16,64}" --prompt 32 \
+            --gen 64 -r 3 --kv-cache-dtype "$KV" > "$OUT/e2e_${name}_${L}_$KV.md" 2>&1
+          say "e2e $name $L KV $KV rc=$? $(el)"
+          grep -E "weights read|KV cache|^\| [0-9]|rror" "$OUT/e2e_${name}_${L}_$KV.md" | tee -a "$S"
+        done
       done
     done
     ;;
@@ -62,17 +71,43 @@ for suite in "$@"; do
     synth; say "synth $(el)"
     for B in $BINS; do
       name=${B%%:*}; bin=${B#*:}
-      "$bin" serve -m $SYN --device cuda --port 8321 > "$OUT/serve_$name.log" 2>&1 &
+      # shellcheck disable=SC2086
+      "$bin" serve -m $SYN --device cuda --port 8321 --max-num-seqs 256 ${SERVE_FLAGS:-} > "$OUT/serve_$name.log" 2>&1 &
       SP=$!
       for i in $(seq 1 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8321/health')" 2>/dev/null && break; sleep 1; done
       grep -m1 "KV cache" "$OUT/serve_$name.log" | tee -a "$S"
-      for C in 1 16 64; do
+      for C in ${SERVE_C:-1 16 64}; do
         timeout 180 "$TR" bench serve --url http://127.0.0.1:8321 --max-concurrency $C --num-prompts $((C * 4)) \
-          --input-len 128 --output-len 128 > "$OUT/serve_${name}_c$C.md" 2>&1; say "bench serve $name c=$C rc=$? $(el)"
+          --input-len 128 --output-len 128 > "$OUT/serve_${name}_c$C.md" 2>&1
+        say "bench serve $name c=$C rc=$? $(el)"
         grep -E "throughput|TPOT|TTFT|failed" "$OUT/serve_${name}_c$C.md" | head -12 | tee -a "$S"
       done
       kill -TERM $SP; wait $SP; say "serve $name exit rc=$?"
     done
+    ;;
+  service)
+    Q=/tmp/q15
+    [ -e $Q/config.json ] || timeout 200 "$TR" synth --shape qwen2-1.5b -o $Q > "$OUT/synth_q15.log" 2>&1
+    say "synth qwen2-1.5b $(el)"
+    "$TR" serve -m $Q --device cuda --port 8323 --max-num-seqs 256 > "$OUT/serve_q15.log" 2>&1 &
+    SP=$!
+    for i in $(seq 1 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8323/health')" 2>/dev/null && break; sleep 1; done
+    grep -m1 "KV cache" "$OUT/serve_q15.log" | tee -a "$S"
+    best=none
+    for C in ${SERVICE_C:-16 32 64 128 256}; do
+      timeout 150 "$TR" bench serve --url http://127.0.0.1:8323 --max-concurrency $C --num-prompts $((C * 4)) \
+        --input-len 128 --output-len 128 > "$OUT/service_c$C.md" 2>&1
+      ttft=$(grep -m1 "P99 TTFT" "$OUT/service_c$C.md" | awk '{print $NF}')
+      tpot=$(grep -m1 "Median TPOT" "$OUT/service_c$C.md" | awk '{print $NF}')
+      p99tpot=$(grep -m1 "P99 TPOT" "$OUT/service_c$C.md" | awk '{print $NF}')
+      tput=$(grep -m1 "Output token throughput" "$OUT/service_c$C.md" | awk '{print $NF}')
+      mem=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader | head -1)
+      ok=$(python3 -c "print('meets' if float('${ttft:-1e9}') < 350 and 1000 / float('${tpot:-1e9}') >= 22 else 'misses')")
+      say "service c=$C: output $tput tok/s, P99 TTFT $ttft ms, median TPOT $tpot ms ($(python3 -c "print(f'{1000 / float(\"${tpot:-1e9}\"):.1f}')") tok/s per stream), P99 TPOT $p99tpot ms, GPU memory $mem: $ok"
+      [ "$ok" = meets ] && best=$C
+    done
+    say "service class: highest concurrency meeting P99 TTFT < 350 ms and >= 22 tok/s per stream: $best $(el)"
+    kill -TERM $SP; wait $SP
     ;;
   tp)
     timeout 400 "$TT" --gtest_filter='TensorParallel*' > "$OUT/tp_tests.log" 2>&1; say "tp tests rc=$? $(el)"
@@ -101,7 +136,7 @@ print(f'{time.time()-t:.1f} s')"; }
     kill -CONT "$W"; kill -TERM $SP; sleep 3; kill -KILL $SP "$W" 2>/dev/null
     grep -m2 "did not complete\|NCCL error" "$OUT/tp_dead.log" | tee -a "$S"
     ;;
-  *) say "unknown suite '$suite' (test, kernels, e2e, serve, tp)" ;;
+  *) say "unknown suite '$suite' (test, kernels, e2e, serve, service, tp)" ;;
   esac
 done
 say "done $(el)"

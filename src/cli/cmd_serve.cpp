@@ -29,6 +29,7 @@ struct ServeArgs {
   std::string served_model_name;
   std::string kv_cache_memory;
   double kv_cache_fraction = 0.10;
+  double gpu_memory_utilization = 0.9;
   std::string kv_dtype = "auto";
   float kv_scale = 0;
   int block_size = 16;
@@ -91,6 +92,7 @@ int run(const ServeArgs& a) {
   ec.block_size = a.block_size;
   if (!a.kv_cache_memory.empty()) ec.kv_cache_memory = parse_bytes(a.kv_cache_memory, "--kv-cache-memory");
   ec.kv_cache_fraction = a.kv_cache_fraction;
+  ec.gpu_memory_utilization = a.gpu_memory_utilization;
   ec.kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
   ec.kv_scale = a.kv_scale;
   ec.enable_prefix_caching = !a.no_prefix_caching;
@@ -107,8 +109,8 @@ int run(const ServeArgs& a) {
   // silently cut short later.
   const int64_t pool_tokens = engine.config().num_blocks * engine.config().block_size;
   if (pool_tokens < engine.max_model_len())
-    fail("the KV cache holds {} tokens, less than max_model_len {}: raise --kv-cache-memory / --kv-cache-fraction "
-         "or lower --max-model-len",
+    fail("the KV cache holds {} tokens, less than max_model_len {}: raise --kv-cache-memory / --kv-cache-fraction / "
+         "--gpu-memory-utilization or lower --max-model-len",
          pool_tokens, engine.max_model_len());
   fmt::print(stderr, "{}\n", engine.kv_summary());
 
@@ -173,8 +175,15 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--allowed-origins", a->allowed_origins,
                   "CORS: origins browsers may call the API from (e.g. https://app.example or '*'); default none")
       ->delimiter(',');
-  sub->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache pool size, e.g. 256MiB (default: a fraction of free memory)");
-  sub->add_option("--kv-cache-fraction", a->kv_cache_fraction, "fraction of MemAvailable for the KV pool when --kv-cache-memory is not given")
+  sub->add_option("--kv-cache-memory", a->kv_cache_memory,
+                  "KV cache pool size, e.g. 256MiB (default: --gpu-memory-utilization on a GPU, --kv-cache-fraction on "
+                  "the CPU)");
+  sub->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "--device cuda: fraction of the GPU's memory the server may use in all (weights, workspace, KV "
+                  "cache), as vLLM; the KV pool gets the rest (default 0.9)")
+      ->check(CLI::Range(0.01, 1.0));
+  sub->add_option("--kv-cache-fraction", a->kv_cache_fraction,
+                  "CPU: fraction of MemAvailable for the KV pool when --kv-cache-memory is not given (default 0.10)")
       ->check(CLI::Range(0.001, 1.0));
   sub->add_option("--kv-cache-dtype", a->kv_dtype,
                   "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, "

@@ -39,7 +39,9 @@ int run(SynthArgs& a) {
 TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
   CLI::App* sub = app.add_subcommand("synth", "Write a synthetic BitNet checkpoint with real shapes (benchmarks)");
-  sub->add_option("--shape", a->o.shape, "bitnet-2b4t (microsoft/bitnet-b1.58-2B-4T sizes), tiny, or micro (a few KiB, for fuzzing seeds)");
+  sub->add_option("--shape", a->o.shape,
+                  "bitnet-2b4t (microsoft/bitnet-b1.58-2B-4T sizes), qwen2-1.5b (Qwen2-1.5B's sizes with ternary "
+                  "projections), tiny, or micro (a few KiB, for fuzzing seeds)");
   sub->add_option("--zero-density", a->o.zero_density, "fraction of zero ternary weights");
   sub->add_option("--seed", a->o.seed, "random seed");
   sub->add_option("--layers", a->o.num_layers, "decoder layers (default: the shape's)")->check(CLI::Range(1, 1024));

@@ -66,13 +66,14 @@ ModelConfig synth_shape(const std::string& name) {
   };
   static const Shape kShapes[] = {
       {"bitnet-2b4t", 128256, 2560, 6912, 30, 20, 5, 128, 4096, 128000, {128001, 128009}},
+      {"qwen2-1.5b", 151936, 1536, 8960, 28, 12, 2, 128, 32768, 151643, {151643, 151645}},  // Qwen/Qwen2-1.5B sizes
       {"tiny", 8192, 256, 768, 8, 4, 2, 64, 1024, 0, {1}},
       {"micro", 256, 64, 128, 1, 4, 2, 16, 256, 0, {1}},  // a few KiB: fuzzing seeds
   };
   const Shape* sh = nullptr;
   for (const Shape& x : kShapes)
     if (name == x.name) sh = &x;
-  if (!sh) fail("synth: unknown shape '{}' (known: bitnet-2b4t, tiny, micro)", name);
+  if (!sh) fail("synth: unknown shape '{}' (known: bitnet-2b4t, qwen2-1.5b, tiny, micro)", name);
   c.vocab_size = sh->vocab;
   c.hidden_size = sh->hidden;
   c.intermediate_size = sh->intermediate;
