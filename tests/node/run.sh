@@ -13,9 +13,15 @@ if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ]; then
 fi
 key="sk-tritium-test"
 tmp="$(mktemp -d)"
-pids=()
+# start_server runs in a command substitution (a subshell), so the servers' pids go to a file, not a variable.
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  if [ -f "$tmp/pids" ]; then
+    while read -r p; do
+      kill -TERM "$p" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+      kill -KILL "$p" 2>/dev/null || true
+    done < "$tmp/pids"
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -25,10 +31,11 @@ start_server() {
   local port
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   "$bin" serve -t 1 --host 127.0.0.1 --port "$port" --api-key "$key" --kv-cache-memory 64MiB "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=($!)
+  local pid=$!
+  echo "$pid" >> "$tmp/pids"
   for _ in $(seq 1 200); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then echo "$port"; return; fi
-    if ! kill -0 "${pids[-1]}" 2>/dev/null; then cat "$tmp/$name.log" >&2; echo "tritium serve exited early" >&2; exit 1; fi
+    if ! kill -0 "$pid" 2>/dev/null; then cat "$tmp/$name.log" >&2; echo "tritium serve exited early" >&2; exit 1; fi
     sleep 0.05
   done
 }
