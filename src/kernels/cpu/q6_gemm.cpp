@@ -1,0 +1,70 @@
+#include "kernels/cpu/q6_gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace tritium {
+
+void q6_gemm_ref(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
+  const int64_t N = w.n, K = w.k, G = K / kQ6Group, rb = w.row_bytes();
+  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t r = n0; r < n1; ++r) {
+        const uint8_t* cr = w.codes.data() + r * rb;
+        float s = 0.0f;
+        for (int64_t g = 0; g < G; ++g) {
+          int32_t acc = 0;
+          for (int64_t c = g * kQ6Group; c < (g + 1) * kQ6Group; ++c) acc += q6_code(cr, c) * x[m * K + c];
+          s += f16_to_f32(w.scales[r * G + g]) * static_cast<float>(acc);
+        }
+        y[m * N + r] = act_scale[m] * s;
+      }
+  });
+}
+
+void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
+  const cpu::KernelPath path = cpu::cpu_kernel_path();
+  const bool avx512 = cpu::has_avx512(path);
+  if (!avx512 && path != cpu::KernelPath::kAvx2) {
+    q6_gemm_ref(w, x, act_scale, M, y);
+    return;
+  }
+  const int64_t N = w.n, K = w.k, G = K / kQ6Group;
+  // The -32 offset of the codes as sums of the activations: per 4 columns (AVX-512), per group (AVX2).
+  const int64_t off_stride = avx512 ? K / 4 : (G + 3) / 4 * 8;
+  std::vector<int32_t> off(static_cast<size_t>(M * off_stride), 0);
+  for (int64_t m = 0; m < M; ++m) {
+    const int8_t* xr = x + m * K;
+    int32_t* o = off.data() + m * off_stride;
+    if (avx512) {
+      for (int64_t j = 0; j < K / 4; ++j) o[j] = -32 * (xr[4 * j] + xr[4 * j + 1] + xr[4 * j + 2] + xr[4 * j + 3]);
+      continue;
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t c = g * kQ6Group; c < (g + 1) * kQ6Group; ++c) s += xr[c];
+      o[g / 4 * 8 + g % 4] = o[g / 4 * 8 + 4 + g % 4] = -16 * s;
+    }
+  }
+  // Rows in chunks that stay in L2 while every tile of up to 4 tokens passes over them.
+  constexpr int64_t kRowChunk = 128;
+  parallel_for(N, 256, [&](int64_t n0, int64_t n1) {
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowChunk) {
+      const int64_t r1 = std::min(n1, r0 + kRowChunk);
+      for (int64_t m = 0; m < M; m += 4) {
+        const int T = static_cast<int>(std::min<int64_t>(4, M - m));
+        const int32_t* o = off.data() + m * off_stride;
+        if (avx512)
+          cpu::q6_gemm_rows_avx512(w, x + m * K, o, act_scale + m, T, r0, r1, y + m * N, N);
+        else
+          cpu::q6_gemm_rows_avx2(w, x + m * K, o, act_scale + m, T, r0, r1, y + m * N, N);
+      }
+    }
+  });
+}
+
+}  // namespace tritium
