@@ -1,8 +1,10 @@
 // int8 GEMV/GEMM kernels vs an fp32 baseline (AVX-512 FMA, same 4-row tiling) on transformer shapes.
 // Args: N (out features), K (in features), M (tokens; 1 = GEMV). Single thread unless
 // TRITIUM_BENCH_THREADS is set. Counters: GB/s of weight bytes streamed, GOPS (2*M*N*K / time).
-// BM_Int8Head: the 2B4T output head (128256 x 2560 int8, 328 MB: from DRAM) at 1 and 4 tokens, and BM_ReadBW the
-// read bandwidth of a 1 GiB buffer on the same threads, so the head GEMV's share of it comes from one run.
+// BM_Int8/avx{2,512}_head: the 2B4T output head (128256 x 2560 int8, 328 MB: from DRAM) at 1 and 4 tokens,
+// BM_Q6Head and BM_Q4Head the same head in the grouped formats (q6: 266.8 MB, q4: 184.7 MB, codes and fp16
+// scales; the kernel path the CPU runs), and BM_ReadBW the read bandwidth of a 1 GiB buffer on the same threads,
+// so each head GEMV's share of it comes from one run (`--benchmark_filter='head|Head|ReadBW'`).
 // GCC 12: false -Wmaybe-uninitialized / -Wuninitialized inside avx512fintrin.h reduce helpers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -15,6 +17,8 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/q4_gemm.h"
+#include "kernels/cpu/q6_gemm.h"
 #include "quant/int8_projection.h"
 
 using namespace tritium;
@@ -123,7 +127,57 @@ void BM_Linear(benchmark::State& st, Int8Method method) {
   counters(st, M, N, K, static_cast<double>(N * K));
 }
 
-// A plain AVX-512 read of 1 GiB split over the threads: the bandwidth the head GEMV is measured against.
+// The grouped head formats on random codes and scales (fp16 scales of about 0.002; any code byte is valid), int8
+// activations as the heads get them; the bytes counted are the codes and the scales.
+template <typename Rows>
+Rows random_grouped_rows(int64_t N, int64_t K, int64_t code_bytes) {
+  Rows q;
+  q.n = N;
+  q.k = K;
+  q.codes.resize(static_cast<size_t>(code_bytes));
+  q.scales.resize(static_cast<size_t>(N * K / 32));
+  std::mt19937 rng(1);
+  for (auto& v : q.codes) v = static_cast<uint8_t>(rng());
+  for (auto& v : q.scales) v = static_cast<uint16_t>(0x1800 + rng() % 256);
+  return q;
+}
+
+template <typename Rows, void (*Gemm)(const Rows&, const int8_t*, const float*, int64_t, float*)>
+void BM_GroupedHead(benchmark::State& st, int64_t bytes_per_4_weights) {
+  setup_threads();
+  const int64_t N = st.range(0), K = st.range(1), M = st.range(2);
+  const Rows q = random_grouped_rows<Rows>(N, K, N * K / 4 * bytes_per_4_weights);
+  std::mt19937 rng(2);
+  std::uniform_int_distribution<int> d(-127, 127);
+  std::vector<int8_t> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = static_cast<int8_t>(d(rng));
+  std::vector<float> act(static_cast<size_t>(M), 0.01f), y(static_cast<size_t>(M * N));
+  for (auto _ : st) {
+    Gemm(q, x.data(), act.data(), M, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  counters(st, M, N, K, static_cast<double>(q.bytes()));
+}
+
+void BM_Q6Head(benchmark::State& st) { BM_GroupedHead<Q6Rows, q6_gemm>(st, 3); }
+void BM_Q4Head(benchmark::State& st) { BM_GroupedHead<Q4Rows, q4_gemm>(st, 2); }
+
+// A plain AVX-512 (or, without it, AVX2) read of 1 GiB split over the threads: the bandwidth the head GEMV is
+// measured against.
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(a, b));
+  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
 __attribute__((target("avx512f"))) uint64_t sum_avx512(const uint64_t* p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a;
   size_t i = 0;
@@ -146,12 +200,13 @@ void BM_ReadBW(benchmark::State& st) {
   }();
   const int threads = num_threads();
   const size_t words = kBytes / 8;
+  const bool avx512 = __builtin_cpu_supports("avx512f");
   for (auto _ : st) {
     std::vector<uint64_t> part(static_cast<size_t>(threads), 0);
     parallel_for(threads, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const size_t b = words * t / threads / 8 * 8, e = t + 1 == threads ? words : words * (t + 1) / threads / 8 * 8;
-        part[t] = sum_avx512(buf + b, e - b);
+        part[t] = avx512 ? sum_avx512(buf + b, e - b) : sum_avx2(buf + b, e - b);
       }
     });
     benchmark::DoNotOptimize(part.data());
@@ -177,7 +232,10 @@ BENCHMARK_CAPTURE(BM_Int8, ref, Int8Kernel::kRef)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Int8, avx2, Int8Kernel::kAvx2)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Int8, avx512, Int8Kernel::kAvx512)->Apply(shapes);
 BENCHMARK(BM_Fp32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Int8, avx2_head, Int8Kernel::kAvx2)->Apply(head_shapes)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Int8, avx512_head, Int8Kernel::kAvx512)->Apply(head_shapes)->UseRealTime();
+BENCHMARK(BM_Q6Head)->Apply(head_shapes)->UseRealTime();
+BENCHMARK(BM_Q4Head)->Apply(head_shapes)->UseRealTime();
 BENCHMARK(BM_ReadBW)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Linear, vectorwise, Int8Method::kVectorwise)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, llm_int8, Int8Method::kLlmInt8)->Apply(shapes);

@@ -21,7 +21,7 @@ struct ModelOptions {
   std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
-  std::string lm_head;             ///< --lm-head: auto, f32, bf16, int8, q4 ("" = auto on the CPU, f32 on a GPU)
+  std::string lm_head;             ///< --lm-head: auto, f32, bf16, int8, q6, q4 ("" = auto on the CPU, f32 on a GPU)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
   int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
   bool single_sequence = false;  ///< set by generate / chat: one sequence at a time (CudaOptions::single_sequence)

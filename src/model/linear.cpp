@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/q4_gemm.h"
+#include "kernels/cpu/q6_gemm.h"
 #include "kernels/cpu/ternary_kernels.h"
 
 namespace tritium {
@@ -104,6 +105,19 @@ void Q4Linear::forward(const float* x, int64_t M, float* y, std::span<const int6
   std::vector<float> inv_s(static_cast<size_t>(M));
   cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
   q4_gemm(w_, xq.data(), inv_s.data(), M, y);
+}
+
+}  // namespace tritium
+
+namespace tritium {
+
+Q6Linear::Q6Linear(Q6Rows w) : Linear(w.n, w.k), w_(std::move(w)) { validate_q6_rows(w_, "Q6Linear"); }
+
+void Q6Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
+  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
+  std::vector<float> inv_s(static_cast<size_t>(M));
+  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
+  q6_gemm(w_, xq.data(), inv_s.data(), M, y);
 }
 
 }  // namespace tritium

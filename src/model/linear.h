@@ -10,6 +10,7 @@
 
 #include "quant/int8_projection.h"
 #include "formats/q4_rows.h"
+#include "formats/q6_rows.h"
 #include "formats/ternary_format.h"
 
 namespace tritium {
@@ -126,6 +127,21 @@ class Q4Linear final : public Linear {
 
  private:
   Q4Rows w_;
+};
+
+/// 6-bit row-grouped weights (src/formats/q6_rows.h), used for the output head (`--lm-head q6`): activations
+/// quantized per token to int8 by absmax (as TernaryLinear), exact int32 group sums, fp32 scaling.
+class Q6Linear final : public Linear {
+ public:
+  /// Throws tritium::Error when the buffers do not match the shape.
+  explicit Q6Linear(Q6Rows w);
+  void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
+  size_t weight_bytes() const override { return w_.bytes(); }
+  std::string format_name() const override { return "q6"; }
+  const Q6Rows& weights() const { return w_; }
+
+ private:
+  Q6Rows w_;
 };
 
 }  // namespace tritium

@@ -6,12 +6,13 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "formats/q4_rows.h"
+#include "formats/q6_rows.h"
 #include "quant/int8_projection.h"
 
 namespace tritium {
 
 const std::vector<std::string>& lm_head_kind_names() {
-  static const std::vector<std::string> k = {"auto", "f32", "bf16", "int8", "q4"};
+  static const std::vector<std::string> k = {"auto", "f32", "bf16", "int8", "q6", "q4"};
   return k;
 }
 
@@ -24,8 +25,10 @@ std::string resolve_lm_head_kind(const std::string& requested, bool ternary_mode
 
 namespace {
 
-void check_q4_width(int64_t hidden) {
-  if (hidden % 64 != 0) fail("--lm-head q4 needs a hidden size that is a multiple of 64 (this model has {})", hidden);
+// The grouped formats (q6, q4) pack 64 columns per block.
+void check_grouped_width(const std::string& kind, int64_t hidden) {
+  if (hidden % 64 != 0)
+    fail("--lm-head {} needs a hidden size that is a multiple of 64 (this model has {})", kind, hidden);
 }
 
 // Owned bf16 weights (rounded to nearest even) for a Bf16Linear.
@@ -45,11 +48,15 @@ std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, in
   if (kind == "bf16") return bf16_head_from_f32(w.data(), vocab, hidden);
   if (kind == "int8")
     return std::make_unique<Int8Linear>(Int8Projection(Int8Method::kVectorwise, w.data(), vocab, hidden));
+  if (kind == "q6") {
+    check_grouped_width(kind, hidden);
+    return std::make_unique<Q6Linear>(quantize_q6_rows(w.data(), vocab, hidden));
+  }
   if (kind == "q4") {
-    check_q4_width(hidden);
+    check_grouped_width(kind, hidden);
     return std::make_unique<Q4Linear>(quantize_q4_rows(w.data(), vocab, hidden));
   }
-  fail("unknown lm_head storage '{}' (expected f32, bf16, int8 or q4)", kind);
+  fail("unknown lm_head storage '{}' (expected f32, bf16, int8, q6 or q4)", kind);
 }
 
 std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::string& kind) {
@@ -64,9 +71,10 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
     if (t.is_bf16()) return std::make_unique<Bf16Linear>(t.bf16_data(), V, H, t.owner());
     return bf16_head_from_f32(t.f32_table()->data(), V, H);
   }
-  if (kind != "int8" && kind != "q4") fail("unknown lm_head storage '{}' (expected f32, bf16, int8 or q4)", kind);
-  if (kind == "q4") check_q4_width(H);
-  // Both formats quantize each row on its own, so a block of rows at a time gives the whole-table result.
+  if (kind != "int8" && kind != "q6" && kind != "q4")
+    fail("unknown lm_head storage '{}' (expected f32, bf16, int8, q6 or q4)", kind);
+  if (kind != "int8") check_grouped_width(kind, H);
+  // These formats quantize each row on its own, so a block of rows at a time gives the whole-table result.
   constexpr int64_t kBlock = 2048;
   const bool mapped = t.is_bf16() && !t.owner();
   std::vector<float> block;
@@ -74,12 +82,18 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   i8.method = Int8Method::kVectorwise;
   i8.n = V;
   i8.k = H;
+  Q6Rows q6;
+  q6.n = V;
+  q6.k = H;
   Q4Rows q4;
   q4.n = V;
   q4.k = H;
   if (kind == "int8") {
     i8.q.reserve(static_cast<size_t>(V * H));
     i8.scale.reserve(static_cast<size_t>(V));
+  } else if (kind == "q6") {
+    q6.codes.reserve(static_cast<size_t>(V * q6.row_bytes()));
+    q6.scales.reserve(static_cast<size_t>(V * H / kQ6Group));
   } else {
     q4.codes.reserve(static_cast<size_t>(V * H / 2));
     q4.scales.reserve(static_cast<size_t>(V * H / kQ4Group));
@@ -98,6 +112,10 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
       Int8Weight part = quantize_int8_weight(Int8Method::kVectorwise, src, rows, H);
       i8.q.insert(i8.q.end(), part.q.begin(), part.q.end());
       i8.scale.insert(i8.scale.end(), part.scale.begin(), part.scale.end());
+    } else if (kind == "q6") {
+      Q6Rows part = quantize_q6_rows(src, rows, H);
+      q6.codes.insert(q6.codes.end(), part.codes.begin(), part.codes.end());
+      q6.scales.insert(q6.scales.end(), part.scales.begin(), part.scales.end());
     } else {
       Q4Rows part = quantize_q4_rows(src, rows, H);
       q4.codes.insert(q4.codes.end(), part.codes.begin(), part.codes.end());
@@ -106,6 +124,7 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
     if (mapped) release_mapped_pages(t.bf16_data() + r0 * H, static_cast<size_t>(rows * H) * 2);
   }
   if (kind == "int8") return std::make_unique<Int8Linear>(Int8Projection(std::move(i8)));
+  if (kind == "q6") return std::make_unique<Q6Linear>(std::move(q6));
   return std::make_unique<Q4Linear>(std::move(q4));
 }
 

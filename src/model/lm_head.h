@@ -12,7 +12,7 @@
 
 namespace tritium {
 
-/// The lm_head storage names LoadOptions::lm_head accepts: "auto", "f32", "bf16", "int8", "q4".
+/// The lm_head storage names LoadOptions::lm_head accepts: "auto", "f32", "bf16", "int8", "q6", "q4".
 const std::vector<std::string>& lm_head_kind_names();
 
 /// The head format "auto" gives ternary (BitNet) models: the fastest format whose perplexity stays within 0.3%
@@ -23,14 +23,14 @@ inline constexpr const char* kTernaryDefaultHead = "int8";
 /// "bf16" when the weights are stored in bf16, else "f32"; any other name is returned unchanged.
 std::string resolve_lm_head_kind(const std::string& requested, bool ternary_model, bool stored_bf16);
 
-/// Builds an output head from float32 weights w [V, H] in the given storage ("f32", "bf16", "int8", "q4").
-/// Throws tritium::Error on an unknown kind or a shape the kind cannot hold (q4 needs H % 64 == 0).
+/// Builds an output head from float32 weights w [V, H] in the given storage ("f32", "bf16", "int8", "q6", "q4").
+/// Throws tritium::Error on an unknown kind or a shape the kind cannot hold (q6 and q4 need H % 64 == 0).
 std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind);
 
 /// Builds an output head [t.rows(), t.cols()] from a table without a float32 copy of it: "f32" shares a float32
 /// table (or widens a bf16 one into the head's own copy), "bf16" shares a bf16 table (or rounds a float32 one
-/// into an owned copy), "int8" (per-row absmax: Int8Method::kVectorwise) and "q4" quantize it a block of rows at
-/// a time, dropping each block's pages from the resident set when the table is borrowed from a mapped file.
+/// into an owned copy), "int8" (per-row absmax: Int8Method::kVectorwise), "q6" and "q4" quantize it a block of rows
+/// at a time, dropping each block's pages from the resident set when the table is borrowed from a mapped file.
 /// The result equals make_head_linear over the widened table bit for bit. Throws as make_head_linear.
 std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::string& kind);
 

@@ -14,6 +14,7 @@
 #include "model/linear.h"
 #include "model/lm_head.h"
 #include "formats/q4_rows.h"
+#include "formats/q6_rows.h"
 
 namespace fs = std::filesystem;
 
@@ -117,6 +118,12 @@ json write_linear(TensorSink& sink, const std::string& name, const Linear& lin) 
     sink.add(name + ".codes", DType::U8, {N, K / 2}, h->weights().codes.data(), h->weights().codes.size());
     sink.add(name + ".scales", DType::F16, {N, K / kQ4Group}, h->weights().scales.data(),
              h->weights().scales.size() * 2);
+  } else if (const auto* h6 = dynamic_cast<const Q6Linear*>(&lin)) {
+    j["kind"] = "q6";
+    sink.add(name + ".codes", DType::U8, {N, h6->weights().row_bytes()}, h6->weights().codes.data(),
+             h6->weights().codes.size());
+    sink.add(name + ".scales", DType::F16, {N, K / kQ6Group}, h6->weights().scales.data(),
+             h6->weights().scales.size() * 2);
   } else if (const auto* f = dynamic_cast<const FloatLinear*>(&lin)) {
     j["kind"] = "float";
     sink.add_float(name + ".weight", f->weight().data(), {N, K});
@@ -313,6 +320,18 @@ struct Reader {
       q.scales.resize(static_cast<size_t>(N * K / kQ4Group));
       std::memcpy(q.scales.data(), s.data, s.nbytes);
       return std::make_unique<Q4Linear>(std::move(q));
+    }
+    if (kind == "q6") {
+      Q6Rows q;
+      q.n = N;
+      q.k = K;
+      if (K % 64 != 0) fail("{}: tritium model: q6 linear '{}' has width {} (must be a multiple of 64)", file, name, K);
+      const TensorView& c = tensor(name + ".codes", DType::U8, {N, q.row_bytes()});
+      const TensorView& s = tensor(name + ".scales", DType::F16, {N, K / kQ6Group});
+      q.codes.assign(c.data, c.data + c.nbytes);
+      q.scales.resize(static_cast<size_t>(N * K / kQ6Group));
+      std::memcpy(q.scales.data(), s.data, s.nbytes);
+      return std::make_unique<Q6Linear>(std::move(q));
     }
     if (kind == "float") {
       return std::make_unique<FloatLinear>(floats(name + ".weight", {N, K}), bias(j, name, N), N, K);

@@ -16,6 +16,7 @@
 //   kind "int8":    L.q I8 [N, K], L.scale F32 [1] or [N], optional L.f16 F16 [N, K] (LLM.int8() fp16 copy),
 //                   optional L.bias; "method", "zero", "outlier_threshold", "outlier_weights" in the layout;
 //   kind "q4":      L.codes U8 [N, K/2], L.scales F16 [N, K/32] (src/formats/q4_rows.h);
+//   kind "q6":      L.codes U8 [N, 3K/4], L.scales F16 [N, K/32] (src/formats/q6_rows.h);
 //   kind "float":   L.weight BF16 or F32 [N, K] (BF16 when every value is exactly a bf16), optional L.bias;
 //   kind "tied":    lm_head only: the embedding table is the head (float32).
 // Every tensor starts at a multiple of 64 bytes of the data section (U8 padding tensors "tritium.pad.<i>" fill the
@@ -58,7 +59,7 @@ void write_tritium_model(const Transformer& model, const std::string& src_dir, c
 bool is_tritium_model(const WeightStore& ws);
 
 /// Builds a Transformer from a tritium model file. Ternary buffers are borrowed from the mapping (which the
-/// returned model keeps alive), int8 / q4 codes are copied as stored; nothing is re-quantized. LoadOptions:
+/// returned model keeps alive), int8 / q6 / q4 codes are copied as stored; nothing is re-quantized. LoadOptions:
 /// quant must be empty (the file is already quantized); lm_head may quantize a float head further but not
 /// change a quantized one; ternary_format is used only when ternary_format_explicit (then weights are repacked).
 /// Throws tritium::Error naming the file and layer when the metadata is malformed or lies (unknown kind or

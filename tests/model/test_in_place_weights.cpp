@@ -66,7 +66,7 @@ TEST(InPlaceWeights, HeadsFromABf16TableEqualWholeTableQuantization) {
   for (int64_t c = 0; c < H; ++c) ASSERT_EQ(row[c], widened[static_cast<size_t>(4099 * H + c)]);
   std::vector<float> x(3 * H);
   for (auto& v : x) v = d(rng) * 20;
-  for (const std::string kind : {"f32", "bf16", "int8", "q4"}) {
+  for (const std::string kind : {"f32", "bf16", "int8", "q6", "q4"}) {
     auto from_table = make_head_from_table(table, kind);
     auto whole = make_head_linear(widened, V, H, kind == "bf16" ? "f32" : kind);
     EXPECT_EQ(from_table->format_name(), kind == "int8" ? "vectorwise" : kind);
