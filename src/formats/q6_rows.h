@@ -1,9 +1,14 @@
 // tritium formats: 6-bit row-grouped weights for the output head (lm_head), "q6".
 //
 // W [N, K] (row-major, N = vocabulary for lm_head) is cut into groups of 32 consecutive columns per row.
-// Each group gets one fp16 scale s = f16(absmax / 31) and codes q = clamp(round_half_even(w / s), -31, 31)
-// (s the fp16-rounded value; s == 0 gives q = 0), stored as unsigned 6-bit values u = q + 32 (1..63; 0 unused)
-// split into a 4-bit low plane and a 2-bit high plane, as llama.cpp's Q6_K does.
+// Each group gets one fp16 scale s and codes q = clamp(round_half_even(w / s), -31, 31) (s == 0 gives q = 0).
+// s is the candidate (s, L) with the least |w - s L|^2 (the first on a tie): s0 = f16(absmax / 31) with
+// L = clamp(round(w / s0), -31, 31), and for d in {30.1, 30.4, 30.7, 31.3, 31.6, 31.9} the codes
+// L = clamp(round(w d / absmax), -31, 31) with their least-squares scale f16(sum(w L) / sum(L^2)), a shorter form
+// of the search ggml's make_qx_quants makes for Q6_K's scales. It lowers the mean KL divergence of the tiny-bitnet
+// head from the bf16 head by about a fifth against s0 alone (bench/RESULTS.md, "Output head formats").
+// Codes are stored as unsigned 6-bit values u = q + 32 (1..63; 0 unused) split into a 4-bit low plane and a
+// 2-bit high plane, as llama.cpp's Q6_K does.
 // Byte layout of "codes" (uint8 [N, 3 K / 4]): row n, block b of 64 columns, 48 bytes at n * 3K/4 + 48 b:
 //   bytes  0..31 (low plane):  byte j holds bits 0-3 of u[64 b + j] in its low nibble and bits 0-3 of
 //                              u[64 b + 32 + j] in its high nibble (the q4 layout);
@@ -39,7 +44,7 @@ struct Q6Rows {
   std::vector<float> dequantize() const;
 };
 
-/// Quantizes w float32 [N, K]. Throws tritium::Error when K % 64 != 0, a shape is not positive, a weight is not
+/// Quantizes w float32 [N, K] (scales chosen as in the file comment). Throws tritium::Error when K % 64 != 0, a shape is not positive, a weight is not
 /// finite, or a group's absmax / 31 exceeds the fp16 range.
 Q6Rows quantize_q6_rows(const float* w, int64_t n, int64_t k);
 
