@@ -6,7 +6,7 @@
 // L = clamp(round(w / s0), -31, 31), and for d in {30.1, 30.4, 30.7, 31.3, 31.6, 31.9} the codes
 // L = clamp(round(w d / absmax), -31, 31) with their least-squares scale f16(sum(w L) / sum(L^2)), a shorter form
 // of the search ggml's make_qx_quants makes for Q6_K's scales. It lowers the mean KL divergence of the tiny-bitnet
-// head from the bf16 head by about a fifth against s0 alone (bench/RESULTS.md, "Output head formats").
+// head from the bf16 head by 10-13% against s0 alone (bench/RESULTS.md, "Output head formats").
 // Codes are stored as unsigned 6-bit values u = q + 32 (1..63; 0 unused) split into a 4-bit low plane and a
 // 2-bit high plane, as llama.cpp's Q6_K does.
 // Byte layout of "codes" (uint8 [N, 3 K / 4]): row n, block b of 64 columns, 48 bytes at n * 3K/4 + 48 b:

@@ -17,7 +17,7 @@ const std::vector<std::string>& lm_head_kind_names();
 
 /// The head format "auto" gives ternary (BitNet) models: the fastest format whose perplexity stays within 0.3%
 /// of the bf16 head on the golden texts (bench/RESULTS.md, "Output head formats").
-inline constexpr const char* kTernaryDefaultHead = "int8";
+inline constexpr const char* kTernaryDefaultHead = "q6";
 
 /// The concrete format of a requested one: "" -> "f32"; "auto" -> kTernaryDefaultHead for a ternary model, else
 /// "bf16" when the weights are stored in bf16, else "f32"; any other name is returned unchanged.

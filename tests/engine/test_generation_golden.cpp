@@ -122,10 +122,11 @@ static void check_ppl(bool cuda, KvDType kv = KvDType::kF32) {
 
 TEST(PerplexityGolden, BothModelsBothTexts) { check_ppl(false); }
 
-// The CPU's default head ("auto": int8 for ternary models, bf16 as stored for bf16 ones) on the goldens: the bf16
+// The CPU's default head ("auto": q6 for ternary models, bf16 as stored for bf16 ones) on the goldens: the bf16
 // model greedy-equal throughout; the ternary model greedy-equal (>= 32 of 48 tokens) except where the golden's
-// next token wins by a near-tie that any quantized head flips: there the exact (bf16) head's margin between the
-// golden token and the default head's choice is below 0.05 logits.
+// next token wins by a near-tie that the quantized head flips: there the exact (bf16) head's margin between the
+// golden token and the default head's choice is below 0.1 logits. (Measured: prompt 0 leaves the golden after 4
+// tokens at a margin of 0.0088 with the int8, q6 and q4 heads; with q6, prompt 2 too, at 0.0637.)
 TEST(GenerationGolden, DefaultHeadGreedy) {
   const std::string g = test::data_dir() + "/golden/tiny-bitnet.json";
   std::vector<size_t> agree;
@@ -150,7 +151,7 @@ TEST(GenerationGolden, DefaultHeadGreedy) {
     const float margin = e[want[agree[i]]] - e[chosen];
     std::printf("  prompt %zu: default head leaves the golden after %zu tokens: exact-head margin %.4f\n", i, agree[i],
                 margin);
-    EXPECT_LT(margin, 0.05f) << pr["text"];
+    EXPECT_LT(margin, 0.1f) << pr["text"];
   }
   REQUIRE_SHARED_DATA(s);
   check_greedy(s + "/models/tiny-qwen2", s + "/golden/tiny-qwen2.json", TernaryFormat::kI2, false, KvDType::kF32, "auto");

@@ -78,7 +78,7 @@ TEST(InPlaceWeights, HeadsFromABf16TableEqualWholeTableQuantization) {
 }
 
 // Peak RSS of `tritium generate` on a synthetic model of 2B4T width (128,256 x 2,560 bf16 embedding, 656 MB) with
-// two layers: the default (int8) head keeps the process well below the size of its file, the bf16 head holds the
+// two layers: the default (q6) head keeps the process well below the size of its file, the bf16 head holds the
 // one mapped copy of the table (plus the layers, tokenizer and buffers), where a float32 embedding alone is twice
 // the size of the file.
 TEST(InPlaceWeights, PeakRssStaysBelowOneCopyOfTheFile) {
