@@ -27,23 +27,19 @@ void q6_gemm_ref(const Q6Rows& w, const int8_t* x, const float* act_scale, int64
 }
 
 void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
+  // The AVX2 kernel serves AVX-512 machines too: it is the SIMD path that has run on hardware (bench/RESULTS.md).
   const cpu::KernelPath path = cpu::cpu_kernel_path();
-  const bool avx512 = cpu::has_avx512(path);
-  if (!avx512 && path != cpu::KernelPath::kAvx2) {
+  if (path != cpu::KernelPath::kAvx2 && !cpu::has_avx512(path)) {
     q6_gemm_ref(w, x, act_scale, M, y);
     return;
   }
   const int64_t N = w.n, K = w.k, G = K / kQ6Group;
-  // The -32 offset of the codes as sums of the activations: per 4 columns (AVX-512), per group (AVX2).
-  const int64_t off_stride = avx512 ? K / 4 : (G + 3) / 4 * 8;
+  // The -32 offset of the codes as sums of the activations per group.
+  const int64_t off_stride = (G + 3) / 4 * 8;
   std::vector<int32_t> off(static_cast<size_t>(M * off_stride), 0);
   for (int64_t m = 0; m < M; ++m) {
     const int8_t* xr = x + m * K;
     int32_t* o = off.data() + m * off_stride;
-    if (avx512) {
-      for (int64_t j = 0; j < K / 4; ++j) o[j] = -32 * (xr[4 * j] + xr[4 * j + 1] + xr[4 * j + 2] + xr[4 * j + 3]);
-      continue;
-    }
     for (int64_t g = 0; g < G; ++g) {
       int32_t s = 0;
       for (int64_t c = g * kQ6Group; c < (g + 1) * kQ6Group; ++c) s += xr[c];
@@ -57,11 +53,7 @@ void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M
       const int64_t r1 = std::min(n1, r0 + kRowChunk);
       for (int64_t m = 0; m < M; m += 4) {
         const int T = static_cast<int>(std::min<int64_t>(4, M - m));
-        const int32_t* o = off.data() + m * off_stride;
-        if (avx512)
-          cpu::q6_gemm_rows_avx512(w, x + m * K, o, act_scale + m, T, r0, r1, y + m * N, N);
-        else
-          cpu::q6_gemm_rows_avx2(w, x + m * K, o, act_scale + m, T, r0, r1, y + m * N, N);
+        cpu::q6_gemm_rows_avx2(w, x + m * K, off.data() + m * off_stride, act_scale + m, T, r0, r1, y + m * N, N);
       }
     }
   });

@@ -12,18 +12,16 @@
 namespace tritium {
 
 /// y float32 [M, N] = product above, for x int8 [M, K] with act_scale float [M]. Multithreaded over rows;
-/// AVX-512 VNNI or AVX2 as the kernel path allows (each decoded block serves up to 4 tokens), else a scalar loop.
+/// the AVX2 kernel when the kernel path is AVX2 or above (each decoded block serves up to 4 tokens), else a scalar
+/// loop.
 void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y);
 /// The scalar reference of q6_gemm (for tests).
 void q6_gemm_ref(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y);
 
 namespace cpu {
-/// AVX-512 VNNI rows [n0, n1) of T = 1..4 tokens: y[t * ldy + n] = act_scale[t] * sum ... (see q6_gemm) for the
-/// tokens x int8 [T, K]. xneg32: int32 [T, K / 4], -32 * (sum of x over each group of 4 columns).
-void q6_gemm_rows_avx512(const Q6Rows& w, const int8_t* x, const int32_t* xneg32, const float* act_scale, int T,
-                         int64_t n0, int64_t n1, float* y, int64_t ldy);
-/// AVX2 rows [n0, n1) of T = 1..4 tokens, as q6_gemm_rows_avx512. xoff: int32 [T, ceil(K / 128) * 8], for each
-/// 4 groups g..g+3 of 32 columns: -16 * (sum of x over group g + i) at i and 4 + i (0 past the row's last group).
+/// AVX2 rows [n0, n1) of T = 1..4 tokens: y[t * ldy + n] = act_scale[t] * sum ... (see q6_gemm) for the tokens
+/// x int8 [T, K]. xoff: int32 [T, ceil(K / 128) * 8], for each 4 groups g..g+3 of 32 columns: -16 * (sum of x
+/// over group g + i) at i and 4 + i (0 past the row's last group).
 void q6_gemm_rows_avx2(const Q6Rows& w, const int8_t* x, const int32_t* xoff, const float* act_scale, int T,
                        int64_t n0, int64_t n1, float* y, int64_t ldy);
 }  // namespace cpu

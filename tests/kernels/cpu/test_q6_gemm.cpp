@@ -1,5 +1,5 @@
 // q6 head kernels (kernels/cpu/q6_gemm.h): the scalar reference against a double-precision product of the
-// dequantized weights, the AVX2 and AVX-512 VNNI kernels (those this CPU runs) against the reference on random
+// dequantized weights, the SIMD kernel (AVX2, also taken on the AVX-512 path) against the reference on random
 // shapes (row counts that split unevenly over threads, K with and without whole groups of 4 blocks, 1..9 tokens),
 // the extreme codes and activations, and results independent of the thread count.
 #include <gtest/gtest.h>
