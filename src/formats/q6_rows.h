@@ -14,9 +14,8 @@
 //                              u[64 b + 32 + j] in its high nibble (the q4 layout);
 //   bytes 32..47 (high plane): byte j holds bits 4-5 of u[64 b + j], u[64 b + 16 + j], u[64 b + 32 + j],
 //                              u[64 b + 48 + j] in its bits 0-1, 2-3, 4-5, 6-7.
-// An AVX-512 kernel broadcasts the low plane to both 256-bit halves (one shifted right by 4) and the high plane to
-// the four 128-bit lanes (each rotated so its field lands in bits 4-5), then merges them with one bit select and
-// one mask: the 64 codes of the block in column order. "scales": fp16 [N, K / 32].
+// The AVX2 kernel (kernels/cpu/q6_gemm_avx2.cpp) rebuilds each group's 32 codes in column order with one mask of
+// the low plane and a per-lane variable shift and mask of the high plane. "scales": fp16 [N, K / 32].
 // Size: 6 + 16 / 32 = 6.5 bits per weight. K must be a multiple of 64.
 //
 // Product (kernels/cpu/q6_gemm.h): activations are int8 per token (absmax, as the ternary layers do):

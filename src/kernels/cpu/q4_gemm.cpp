@@ -5,6 +5,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/grouped_head.h"
 
 namespace tritium {
 
@@ -26,24 +27,18 @@ void q4_gemm_ref(const Q4Rows& w, const int8_t* x, const float* act_scale, int64
 }
 
 void q4_gemm(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
-  if (!cpu::has_avx512(cpu::cpu_kernel_path())) {
+  // The AVX2 kernel serves AVX-512 machines too: its tiles of 4 tokens made it faster there than a one-token
+  // AVX-512 VNNI kernel (bench/RESULTS.md, "CPU kernels").
+  const cpu::KernelPath path = cpu::cpu_kernel_path();
+  if (path != cpu::KernelPath::kAvx2 && !cpu::has_avx512(path)) {
     q4_gemm_ref(w, x, act_scale, M, y);
     return;
   }
   const int64_t N = w.n, K = w.k;
-  std::vector<int32_t> xneg8(static_cast<size_t>(M * K / 4));
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t j = 0; j < K / 4; ++j) {
-      const int8_t* p = x + m * K + 4 * j;
-      xneg8[m * K / 4 + j] = -8 * (p[0] + p[1] + p[2] + p[3]);
-    }
-  std::vector<float> yt(static_cast<size_t>(N));
-  parallel_for(N, 256, [&](int64_t n0, int64_t n1) {
-    std::vector<float> tmp(static_cast<size_t>(n1 - n0));
-    for (int64_t m = 0; m < M; ++m) {
-      cpu::q4_gemv_rows_avx512(w, x + m * K, xneg8.data() + m * K / 4, act_scale[m], n0, n1, tmp.data());
-      for (int64_t r = n0; r < n1; ++r) y[m * N + r] = tmp[r - n0];
-    }
+  const std::vector<int32_t> off = cpu::grouped_head_offsets(x, M, K, 8);
+  const int64_t off_stride = cpu::grouped_head_offset_stride(K);
+  cpu::for_each_head_tile(N, M, [&](int64_t m, int T, int64_t r0, int64_t r1) {
+    cpu::q4_gemm_rows_avx2(w, x + m * K, off.data() + m * off_stride, act_scale + m, T, r0, r1, y + m * N, N);
   });
 }
 

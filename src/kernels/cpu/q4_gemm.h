@@ -12,16 +12,18 @@
 namespace tritium {
 
 /// y float32 [M, N] = product above, for x int8 [M, K] with act_scale float [M]. Multithreaded over rows;
-/// AVX-512 VNNI when the kernel path allows it, else a scalar loop.
+/// the AVX2 kernel when the kernel path is AVX2 or above (each decoded block serves up to 4 tokens), else a scalar
+/// loop.
 void q4_gemm(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y);
 /// The scalar reference of q4_gemm (for tests).
 void q4_gemm_ref(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y);
 
 namespace cpu {
-/// AVX-512 VNNI rows [n0, n1) of one token: y[n] = act_scale * sum ... (see q4_gemm). xneg8: int32 [K / 4],
-/// -8 * (sum of x over each group of 4 columns).
-void q4_gemv_rows_avx512(const Q4Rows& w, const int8_t* x, const int32_t* xneg8, float act_scale, int64_t n0,
-                         int64_t n1, float* y);
+/// AVX2 rows [n0, n1) of T = 1..4 tokens: y[t * ldy + n] = act_scale[t] * sum ... (see q4_gemm) for the tokens
+/// x int8 [T, K]. xoff: int32 [T, ceil(K / 128) * 8], for each 4 groups g..g+3 of 32 columns: -4 * (sum of x
+/// over group g + i) at i and 4 + i (0 past the row's last group): cpu::grouped_head_offsets(x, T, K, 8).
+void q4_gemm_rows_avx2(const Q4Rows& w, const int8_t* x, const int32_t* xoff, const float* act_scale, int T,
+                       int64_t n0, int64_t n1, float* y, int64_t ldy);
 }  // namespace cpu
 
 }  // namespace tritium

@@ -1,11 +1,11 @@
 #include "kernels/cpu/q6_gemm.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/grouped_head.h"
 
 namespace tritium {
 
@@ -33,29 +33,11 @@ void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M
     q6_gemm_ref(w, x, act_scale, M, y);
     return;
   }
-  const int64_t N = w.n, K = w.k, G = K / kQ6Group;
-  // The -32 offset of the codes as sums of the activations per group.
-  const int64_t off_stride = (G + 3) / 4 * 8;
-  std::vector<int32_t> off(static_cast<size_t>(M * off_stride), 0);
-  for (int64_t m = 0; m < M; ++m) {
-    const int8_t* xr = x + m * K;
-    int32_t* o = off.data() + m * off_stride;
-    for (int64_t g = 0; g < G; ++g) {
-      int32_t s = 0;
-      for (int64_t c = g * kQ6Group; c < (g + 1) * kQ6Group; ++c) s += xr[c];
-      o[g / 4 * 8 + g % 4] = o[g / 4 * 8 + 4 + g % 4] = -16 * s;
-    }
-  }
-  // Rows in chunks that stay in L2 while every tile of up to 4 tokens passes over them.
-  constexpr int64_t kRowChunk = 128;
-  parallel_for(N, 256, [&](int64_t n0, int64_t n1) {
-    for (int64_t r0 = n0; r0 < n1; r0 += kRowChunk) {
-      const int64_t r1 = std::min(n1, r0 + kRowChunk);
-      for (int64_t m = 0; m < M; m += 4) {
-        const int T = static_cast<int>(std::min<int64_t>(4, M - m));
-        cpu::q6_gemm_rows_avx2(w, x + m * K, off.data() + m * off_stride, act_scale + m, T, r0, r1, y + m * N, N);
-      }
-    }
+  const int64_t N = w.n, K = w.k;
+  const std::vector<int32_t> off = cpu::grouped_head_offsets(x, M, K, 32);
+  const int64_t off_stride = cpu::grouped_head_offset_stride(K);
+  cpu::for_each_head_tile(N, M, [&](int64_t m, int T, int64_t r0, int64_t r1) {
+    cpu::q6_gemm_rows_avx2(w, x + m * K, off.data() + m * off_stride, act_scale + m, T, r0, r1, y + m * N, N);
   });
 }
 

@@ -1,0 +1,34 @@
+#include "kernels/cpu/grouped_head.h"
+
+#include <algorithm>
+
+#include "core/parallel.h"
+
+namespace tritium::cpu {
+
+std::vector<int32_t> grouped_head_offsets(const int8_t* x, int64_t M, int64_t K, int32_t bias) {
+  const int64_t G = K / 32, stride = grouped_head_offset_stride(K);
+  std::vector<int32_t> off(static_cast<size_t>(M * stride), 0);
+  for (int64_t m = 0; m < M; ++m) {
+    const int8_t* xr = x + m * K;
+    int32_t* o = off.data() + m * stride;
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t c = g * 32; c < (g + 1) * 32; ++c) s += xr[c];
+      o[g / 4 * 8 + g % 4] = o[g / 4 * 8 + 4 + g % 4] = -(bias / 2) * s;
+    }
+  }
+  return off;
+}
+
+void for_each_head_tile(int64_t N, int64_t M, const std::function<void(int64_t, int, int64_t, int64_t)>& tile) {
+  constexpr int64_t kRowChunk = 128;
+  parallel_for(N, 256, [&](int64_t n0, int64_t n1) {
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowChunk) {
+      const int64_t r1 = std::min(n1, r0 + kRowChunk);
+      for (int64_t m = 0; m < M; m += 4) tile(m, static_cast<int>(std::min<int64_t>(4, M - m)), r0, r1);
+    }
+  });
+}
+
+}  // namespace tritium::cpu
