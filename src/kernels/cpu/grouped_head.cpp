@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/parallel.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace tritium::cpu {
 
@@ -21,12 +22,22 @@ std::vector<int32_t> grouped_head_offsets(const int8_t* x, int64_t M, int64_t K,
   return off;
 }
 
-void for_each_head_tile(int64_t N, int64_t M, const std::function<void(int64_t, int, int64_t, int64_t)>& tile) {
+bool grouped_head_simd() {
+  const KernelPath path = cpu_kernel_path();
+  return path == KernelPath::kAvx2 || has_avx512(path);
+}
+
+void grouped_head_gemm(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
+                       int32_t bias, const GroupedHeadRows& rows) {
   constexpr int64_t kRowChunk = 128;
+  const std::vector<int32_t> off = grouped_head_offsets(x, M, K, bias);
+  const int64_t off_stride = grouped_head_offset_stride(K);
   parallel_for(N, 256, [&](int64_t n0, int64_t n1) {
     for (int64_t r0 = n0; r0 < n1; r0 += kRowChunk) {
       const int64_t r1 = std::min(n1, r0 + kRowChunk);
-      for (int64_t m = 0; m < M; m += 4) tile(m, static_cast<int>(std::min<int64_t>(4, M - m)), r0, r1);
+      for (int64_t m = 0; m < M; m += 4)
+        rows(x + m * K, off.data() + m * off_stride, act_scale + m, static_cast<int>(std::min<int64_t>(4, M - m)),
+             r0, r1, y + m * N, N);
     }
   });
 }

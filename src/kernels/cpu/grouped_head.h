@@ -1,10 +1,13 @@
-// tritium kernels/cpu: what the q4 and q6 head GEMMs (q4_gemm.h, q6_gemm.h) share around their SIMD row kernels:
-// the activations' per-group offsets and the walk over tiles of rows and tokens.
+// tritium kernels/cpu: what the q4 and q6 head GEMMs (q4_gemm.h, q6_gemm.h) share: the scalar reference, and
+// around their SIMD row kernels the activations' per-group offsets and the walk over tiles of rows and tokens.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
 
 namespace tritium::cpu {
 
@@ -16,9 +19,39 @@ inline int64_t grouped_head_offset_stride(int64_t K) { return (K / 32 + 3) / 4 *
 /// of x over group g + i) at i and 4 + i, 0 past the last group. bias must be even.
 std::vector<int32_t> grouped_head_offsets(const int8_t* x, int64_t M, int64_t K, int32_t bias);
 
-/// Calls tile(m, T, r0, r1) for tokens [m, m + T), T <= 4, and rows [r0, r1) so that every row of [0, N) meets
-/// every token once: rows in chunks of 128 (a q6 chunk is 312 KB at K = 2560, so it stays in L2 while each tile of
-/// tokens passes over it), chunks spread over the threads (core/parallel.h).
-void for_each_head_tile(int64_t N, int64_t M, const std::function<void(int64_t, int, int64_t, int64_t)>& tile);
+/// A format's SIMD rows (q4_gemm_rows_avx2, q6_gemm_rows_avx2 bound to their weights): rows [r0, r1) of T <= 4
+/// tokens x int8 [T, K] with their offsets xoff, into y[t * ldy + n].
+using GroupedHeadRows = std::function<void(const int8_t* x, const int32_t* xoff, const float* act_scale, int T,
+                                           int64_t r0, int64_t r1, float* y, int64_t ldy)>;
+
+/// True when the kernel path (dispatch.h) runs the grouped heads' SIMD rows: AVX2 or above.
+bool grouped_head_simd();
+
+/// y float32 [M, N] through rows: the offsets of x int8 [M, K] for the codes' bias, then every row of [0, N) meets
+/// every token once, rows in chunks of 128 (a q6 chunk is 312 KB at K = 2560, so it stays in L2 while each tile of
+/// up to 4 tokens passes over it), chunks spread over the threads (core/parallel.h).
+void grouped_head_gemm(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
+                       int32_t bias, const GroupedHeadRows& rows);
+
+/// The scalar reference of a grouped head product: y[m, n] = act_scale[m] * sum_g f16(scales[n, g]) * (sum_{k in g}
+/// code(row n's codes, k) * x[m, k]), groups of 32, multithreaded over rows.
+template <class Code>
+void grouped_head_gemm_ref(const uint8_t* codes, int64_t row_bytes, const uint16_t* scales, int64_t N, int64_t K,
+                           const int8_t* x, const float* act_scale, int64_t M, float* y, Code code) {
+  const int64_t G = K / 32;
+  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t r = n0; r < n1; ++r) {
+        const uint8_t* cr = codes + r * row_bytes;
+        float s = 0.0f;
+        for (int64_t g = 0; g < G; ++g) {
+          int32_t acc = 0;
+          for (int64_t c = g * 32; c < (g + 1) * 32; ++c) acc += code(cr, c) * x[m * K + c];
+          s += f16_to_f32(scales[r * G + g]) * static_cast<float>(acc);
+        }
+        y[m * N + r] = act_scale[m] * s;
+      }
+  });
+}
 
 }  // namespace tritium::cpu

@@ -1,45 +1,24 @@
 #include "kernels/cpu/q4_gemm.h"
 
-#include <vector>
-
-#include "core/dtype.h"
-#include "core/parallel.h"
-#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/grouped_head.h"
 
 namespace tritium {
 
 void q4_gemm_ref(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
-  const int64_t N = w.n, K = w.k, G = K / kQ4Group;
-  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t r = n0; r < n1; ++r) {
-        const uint8_t* cr = w.codes.data() + r * K / 2;
-        float s = 0.0f;
-        for (int64_t g = 0; g < G; ++g) {
-          int32_t acc = 0;
-          for (int64_t c = g * kQ4Group; c < (g + 1) * kQ4Group; ++c) acc += q4_code(cr, c) * x[m * K + c];
-          s += f16_to_f32(w.scales[r * G + g]) * static_cast<float>(acc);
-        }
-        y[m * N + r] = act_scale[m] * s;
-      }
-  });
+  cpu::grouped_head_gemm_ref(w.codes.data(), w.k / 2, w.scales.data(), w.n, w.k, x, act_scale, M, y,
+                             [](const uint8_t* row, int64_t col) { return q4_code(row, col); });
 }
 
 void q4_gemm(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
   // The AVX2 kernel serves AVX-512 machines too: its tiles of 4 tokens made it faster there than a one-token
   // AVX-512 VNNI kernel (bench/RESULTS.md, "CPU kernels").
-  const cpu::KernelPath path = cpu::cpu_kernel_path();
-  if (path != cpu::KernelPath::kAvx2 && !cpu::has_avx512(path)) {
+  if (!cpu::grouped_head_simd()) {
     q4_gemm_ref(w, x, act_scale, M, y);
     return;
   }
-  const int64_t N = w.n, K = w.k;
-  const std::vector<int32_t> off = cpu::grouped_head_offsets(x, M, K, 8);
-  const int64_t off_stride = cpu::grouped_head_offset_stride(K);
-  cpu::for_each_head_tile(N, M, [&](int64_t m, int T, int64_t r0, int64_t r1) {
-    cpu::q4_gemm_rows_avx2(w, x + m * K, off.data() + m * off_stride, act_scale + m, T, r0, r1, y + m * N, N);
-  });
+  cpu::grouped_head_gemm(w.n, w.k, x, act_scale, M, y, 8,
+                         [&](const int8_t* xt, const int32_t* xoff, const float* st, int T, int64_t r0, int64_t r1,
+                             float* yt, int64_t ldy) { cpu::q4_gemm_rows_avx2(w, xt, xoff, st, T, r0, r1, yt, ldy); });
 }
 
 }  // namespace tritium
