@@ -81,6 +81,9 @@ for suite in "$@"; do
           --input-len 128 --output-len 128 > "$OUT/serve_${name}_c$C.md" 2>&1
         say "bench serve $name c=$C rc=$? $(el)"
         grep -E "throughput|TPOT|TTFT|failed" "$OUT/serve_${name}_c$C.md" | head -12 | tee -a "$S"
+        # The engine's step phases so far (cumulative over the concurrencies run on this server).
+        python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8321/metrics').read().decode())" \
+          2>/dev/null | grep -E "^tritium:engine_step" | tee -a "$S"
       done
       kill -TERM $SP; wait $SP; say "serve $name exit rc=$?"
     done

@@ -390,6 +390,7 @@ void Engine::on_token(Req& r, int32_t tok, TokenLogprob* lp) {
 }
 
 bool Engine::step() {
+  const auto t_begin = Clock::now();
   ingest();
   SchedulerOutput out = sched_->schedule();
   for (Sequence* s : out.unschedulable) {
@@ -422,6 +423,7 @@ bool Engine::step() {
                                 c.start, c.seq->blocks.table, all, c.seq->num_prompt});
   }
   const bool on_device = device_sampling_step(out);
+  Clock::time_point t_forward;
   try {
     if (on_device) {
       rows_.assign(out.chunks.size(), RowSampling{});
@@ -456,8 +458,10 @@ bool Engine::step() {
         row.output = r.output;
         row.logprobs = r.r.logprobs;
       }
+      t_forward = Clock::now();
       backend_.forward_sample(batch_, *cache_, rows_, sampled_);
     } else {
+      t_forward = Clock::now();
       backend_.forward(batch_, *cache_, logits_);
     }
   } catch (const std::exception& e) {
@@ -468,6 +472,7 @@ bool Engine::step() {
     update_gauges();
     return sched_->has_work();
   }
+  const auto t_output = Clock::now();
   sched_->on_step_done(out);
   if (on_device) {
     sample_on_device(out, sampled_);
@@ -475,9 +480,15 @@ bool Engine::step() {
     sample_on_host(out);
   }
   {
+    using Sec = std::chrono::duration<double>;
+    const auto t_end = Clock::now();
     std::lock_guard<std::mutex> lk(metrics_mu_);
     metrics_.prefix_cache_queries_total = bm_->prefix_query_tokens();
     metrics_.prefix_cache_hits_total = bm_->prefix_hit_tokens();
+    ++metrics_.engine_steps_total;
+    metrics_.step_schedule_seconds_total += Sec(t_forward - t_begin).count();
+    metrics_.step_forward_seconds_total += Sec(t_output - t_forward).count();
+    metrics_.step_output_seconds_total += Sec(t_end - t_output).count();
   }
   update_gauges();
   return sched_->has_work();

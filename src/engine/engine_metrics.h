@@ -39,6 +39,12 @@ struct EngineMetrics {
   int64_t prefix_cache_hits_total = 0;     ///< tokens found
   int64_t num_preemptions_total = 0;
   int64_t num_blocks = 0, block_size = 0;
+  // Engine steps that ran a forward, and the wall time of their phases: schedule (admission, scheduling, the batch
+  // and its sampling rows), forward (the backend's forward and sampling, waiting for the device), output (the
+  // sampled tokens: detokenization, stop checks, the requests' streams). TPOT over the forward's share is the
+  // engine's overhead.
+  int64_t engine_steps_total = 0;
+  double step_schedule_seconds_total = 0, step_forward_seconds_total = 0, step_output_seconds_total = 0;
   Histogram time_to_first_token_seconds{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                                          2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}};
   Histogram inter_token_latency_seconds{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,

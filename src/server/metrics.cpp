@@ -56,6 +56,14 @@ std::string render_metrics(const EngineMetrics& m, const std::string& model_name
           m.prefix_cache_queries_total);
   counter("prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", m.prefix_cache_hits_total);
   counter("num_preemptions_total", "Cumulative number of preemptions from the engine.", m.num_preemptions_total);
+  counter("engine_steps_total", "Engine steps that ran a forward.", m.engine_steps_total);
+  head(o, "engine_step_seconds_total", "counter",
+       "Wall time of the engine steps by phase: schedule (scheduling, batch and sampling rows), forward (the "
+       "backend's forward and sampling, waiting for the device), output (detokenization, stop checks, streams).");
+  for (const auto& [ph, v] : {std::pair<const char*, double>{"schedule", m.step_schedule_seconds_total},
+                              {"forward", m.step_forward_seconds_total},
+                              {"output", m.step_output_seconds_total}})
+    o += fmt::format("tritium:engine_step_seconds_total{{phase=\"{}\",{}}} {}\n", ph, label, v);
   histogram(o, "time_to_first_token_seconds", "Histogram of time to first token in seconds.",
             m.time_to_first_token_seconds, label);
   histogram(o, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",

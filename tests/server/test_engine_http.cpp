@@ -243,6 +243,19 @@ TEST(EngineHttp, CompletionChatStreamingAndMetrics) {
   EXPECT_NE(m->body.find("tritium:generation_tokens_total{model_name=\"tiny-bitnet\"} " +
                          std::to_string(10 + 10 + 6 + 4 * 8)),
             std::string::npos);
+  // Step phases: every step that sampled a token is counted (at least the 10 of the longest request, at most one
+  // per generated token), and its forward took time.
+  auto value = [&](const std::string& series) {
+    const size_t at = m->body.find(series + " ");
+    EXPECT_NE(at, std::string::npos) << series;
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + series.size() + 1));
+  };
+  const double steps = value("tritium:engine_steps_total{model_name=\"tiny-bitnet\"}");
+  EXPECT_GE(steps, 10);
+  EXPECT_LE(steps, 10 + 10 + 6 + 4 * 8);
+  EXPECT_GT(value("tritium:engine_step_seconds_total{phase=\"forward\",model_name=\"tiny-bitnet\"}"), 0);
+  EXPECT_GE(value("tritium:engine_step_seconds_total{phase=\"schedule\",model_name=\"tiny-bitnet\"}"), 0);
+  EXPECT_GE(value("tritium:engine_step_seconds_total{phase=\"output\",model_name=\"tiny-bitnet\"}"), 0);
 }
 
 TEST(EngineHttp, AbortedStreamsLeaveNoBlocks) {
