@@ -55,8 +55,8 @@ void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S
   // Decode rows: the GQA kernel (split over positions by each row's context alone, so a row gets the same bits in
   // any batch), in decode steps fused with RoPE and the KV write, in steps that also prefill after the prefill
   // kernels over the single-token rows; else the per-head kernels, split-K by the batch at long contexts.
-  // Flash-style prefill when the chunks average at least 16 rows (tiles of 1-2 rows would serialize a long context
-  // per block).
+  // Flash-style prefill for the prefill chunks when decode rows run the GQA kernel, else when the chunks average at
+  // least 16 rows (tiles of 1-2 rows would serialize a long context per block).
   attn_split_ = 1;
   ntiles_ = 0;
   nsingle_ = 0;
@@ -76,13 +76,15 @@ void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S
   }
   if (M == S) {
     if (!attn_gqa_ && max_ctx > kSplitMinContext) attn_split_ = cuda::attention_split_count(M, c_.num_heads);
-  } else if (M >= 16 * S && cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads) > 0) {
+  } else if ((attn_gqa_ || M >= 16 * S) && cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads) > 0) {
     tiles_h_.reserve(2 * static_cast<size_t>(M + S));
     const int tr = cuda::attention_prefill_tile_rows(c_.num_heads, c_.num_kv_heads);
     int r0 = 0;
     for (const auto& ch : batch) {  // rows of one chunk: one sequence, consecutive positions
       const int T = static_cast<int>(ch.tokens.size());
-      for (int t = 0; t < T; t += tr) {
+      // With the GQA kernel the single-token rows are its (nsingle_): the tiles cover the prefill chunks only, so a
+      // prefill chunk gets the flash kernel beside decode rows as it does alone.
+      for (int t = 0; t < T && !(attn_gqa_ && T == 1); t += tr) {
         tiles_h_.push_back(r0 + t);
         tiles_h_.push_back(std::min(tr, T - t));
       }
