@@ -84,7 +84,8 @@ void CudaBackend::plan_attention(std::span<const BatchChunk> batch, int M, int S
       const int T = static_cast<int>(ch.tokens.size());
       // With the GQA kernel the single-token rows are its (nsingle_): the tiles cover the prefill chunks only, so a
       // prefill chunk gets the flash kernel beside decode rows as it does alone.
-      for (int t = 0; t < T && !(attn_gqa_ && T == 1); t += tr) {
+      const bool gqa_row = attn_gqa_ && T == 1;
+      for (int t = 0; t < T && !gqa_row; t += tr) {
         tiles_h_.push_back(r0 + t);
         tiles_h_.push_back(std::min(tr, T - t));
       }
