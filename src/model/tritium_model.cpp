@@ -342,8 +342,9 @@ struct Reader {
 
 }  // namespace
 
-std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<const WeightStore> wsp,
-                                                const LoadOptions& opts) {
+namespace {
+
+std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const WeightStore> wsp, const LoadOptions& opts) {
   const WeightStore& ws = *wsp;
   const std::string file = ws.files().front()->path();
   if (!opts.quant.empty())
@@ -357,7 +358,7 @@ std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<c
   } catch (const json::exception& e) {
     fail("{}: tritium model: metadata '{}' is not valid JSON: {}", file, kTritiumLayoutKey, e.what());
   }
-  if (!layout.is_object() || layout.value("version", 0) != 1)
+  if (!layout.is_object() || !layout.contains("version") || layout["version"] != 1)
     fail("{}: tritium model: unsupported layout version {}", file, layout.is_object() && layout.contains("version") ? layout["version"].dump() : "(none)");
   if (!layout.contains("linears") || !layout["linears"].is_object())
     fail("{}: tritium model: layout has no 'linears' object", file);
@@ -404,7 +405,7 @@ std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<c
   std::vector<float> final_norm = rd.floats("model.norm.weight", {H});
   std::unique_ptr<Linear> head;
   const json& hj = get("lm_head");
-  const std::string hkind = hj.is_object() ? hj.value("kind", "") : "";
+  const std::string hkind = hj.is_object() && hj.contains("kind") && hj["kind"].is_string() ? hj["kind"].get<std::string>() : "";
   const bool keep_stored = opts.lm_head.empty() || opts.lm_head == "auto";
   if (hkind == "tied") {
     const std::string kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, embed.is_bf16());
@@ -438,6 +439,20 @@ std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<c
                                              std::move(head));
   model->set_keep_alive(std::move(wsp));
   return model;
+}
+
+}  // namespace
+
+std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<const WeightStore> wsp,
+                                                const LoadOptions& opts) {
+  const std::string file = wsp->files().front()->path();
+  // Every field of the layout is read with its type checked; a value of the wrong JSON type that a check missed
+  // still ends as a tritium::Error naming the file rather than escaping as a json exception.
+  try {
+    return load_checked(std::move(c), std::move(wsp), opts);
+  } catch (const json::exception& e) {
+    fail("{}: tritium model: malformed layout: {}", file, e.what());
+  }
 }
 
 }  // namespace tritium

@@ -245,6 +245,13 @@ TEST(TritiumModel, LyingMetadataIsAClearError) {
   expect_error("model.layers.0.qkv");
   rewrite([](nlohmann::json& j) { j.erase("linears"); });
   expect_error("linears");
+  // Values of the wrong JSON type (found by fuzz_tritium_model): a clear error, not a json exception.
+  rewrite([](nlohmann::json& j) { j["version"] = "1"; });
+  expect_error("unsupported layout version \"1\"");
+  rewrite([](nlohmann::json& j) { j["linears"]["lm_head"]["kind"] = 3; });
+  expect_error("lm_head");
+  rewrite([](nlohmann::json& j) { j["linears"]["model.layers.1.o"]["rows"] = "256"; });
+  expect_error("model.layers.1.o");
 }
 
 TEST(TritiumModel, Qwen2EveryMethodRoundTripsGeneratesAndScores) {
