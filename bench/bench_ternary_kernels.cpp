@@ -1,10 +1,14 @@
 // Google Benchmark: ternary W1.58A8 CPU kernels on the BitNet b1.58 2B4T projection shapes, per format,
-// GEMV (M = 1, decode) and GEMM (M = 128, prefill), plus this machine's streaming read bandwidth.
+// GEMV (M = 1, decode), a 4-row decode batch (M = 4, what 4 concurrent streams run) and GEMM (M = 128, prefill),
+// plus this machine's two ceilings: streaming read bandwidth and the int8 multiply-accumulate rate of VNNI.
 //
-// Names: <gemv|gemm128>/<format>/<N>x<K>/z<zero density>/t<threads>, and readbw/<isa>/t<threads>.
+// Names: <gemv|gemm4|gemm128>/<format>/<N>x<K>/z<zero density>/t<threads>, readbw/<isa>/t<threads> and
+// macs/avx512vnni/t<threads>.
 // Counters: weight_GBps = packed weight bytes (bytes(), overhead included) streamed per second;
-// tok_per_s = rows of x per second. GEMV cycles through enough copies of the matrix (>= 256 MiB) that
-// the weights come from DRAM, as in real decoding, not from the 32 MiB L3.
+// tok_per_s = rows of x per second; GMACps = int8 multiply-accumulates (N x K x M) per second, to compare with
+// macs/avx512vnni (vpdpbusd on registers only: 64 MACs per instruction, 8 independent chains). GEMV and the
+// 4-row batch cycle through enough copies of the matrix (>= 256 MiB) that the weights come from DRAM, as in
+// real decoding, not from the 32 MiB L3.
 // Run: ./build/bench_ternary_kernels [--benchmark_filter=...] [--benchmark_repetitions=5 ...]
 // Environment: BENCH_THREADS=1,2 (default) picks the thread counts; TRITIUM_KERNEL picks the path.
 #include <benchmark/benchmark.h>
@@ -67,7 +71,7 @@ const std::vector<std::unique_ptr<PackedTernary>>& matrices(TernaryFormat f, Sha
 
 void bm_ternary(benchmark::State& st, TernaryFormat f, Shape s, double z, int64_t M, int threads) {
   set_num_threads(threads);
-  const auto& mats = matrices(f, s, z, M == 1);
+  const auto& mats = matrices(f, s, z, M <= 4);
   std::mt19937 rng(1);
   std::vector<int8_t> x(static_cast<size_t>(M * s.k));
   for (auto& v : x) v = static_cast<int8_t>(rng());
@@ -82,6 +86,35 @@ void bm_ternary(benchmark::State& st, TernaryFormat f, Shape s, double z, int64_
   st.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(M), benchmark::Counter::kIsIterationInvariantRate);
   st.counters["bits_per_w"] = 8.0 * bytes / static_cast<double>(s.n * s.k);
+  st.counters["GMACps"] = benchmark::Counter(1e-9 * static_cast<double>(s.n * s.k * M),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ---- int8 MAC ceiling ----------------------------------------------------------------------------------
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t vnni_chains(int64_t iters, int32_t seed) {
+  const __m512i a = _mm512_set1_epi32(seed), b = _mm512_set1_epi32(seed * 3 + 1);
+  __m512i c[8];
+  for (int j = 0; j < 8; ++j) c[j] = _mm512_set1_epi32(j);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 8; ++j) c[j] = _mm512_dpbusd_epi32(c[j], a, b);
+  for (int j = 1; j < 8; ++j) c[0] = _mm512_add_epi32(c[0], c[j]);
+  return _mm512_reduce_add_epi32(c[0]);
+}
+
+void bm_macs(benchmark::State& st, int threads) {
+  set_num_threads(threads);
+  constexpr int64_t kIters = 1 << 20;  // per thread: 8 x 64 MACs each
+  for (auto _ : st) {
+    std::vector<int32_t> part(static_cast<size_t>(threads), 0);
+    parallel_for(threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        part[t] = vnni_chains(kIters, static_cast<int32_t>(t + 1));
+      }
+    });
+    benchmark::DoNotOptimize(part.data());
+  }
+  st.counters["GMACps"] = benchmark::Counter(1e-9 * static_cast<double>(kIters * 8 * 64 * threads),
+                                             benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // ---- read bandwidth ----------------------------------------------------------------------------------
@@ -158,12 +191,17 @@ int main(int argc, char** argv) {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
-    for (int64_t M : {int64_t{1}, int64_t{128}}) {
+    if (__builtin_cpu_supports("avx512vnni"))
+      benchmark::RegisterBenchmark(("macs/avx512vnni/t" + std::to_string(t)).c_str(),
+                                   [=](benchmark::State& st) { bm_macs(st, t); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    for (int64_t M : {int64_t{1}, int64_t{4}, int64_t{128}}) {
       for (const Shape& s : kShapes) {
         for (double z : kDensities) {
           for (TernaryFormat f : kFormats) {
             char name[160];
-            std::snprintf(name, sizeof name, "%s/%s/%ldx%ld/z%.3f/t%d", M == 1 ? "gemv" : "gemm128",
+            std::snprintf(name, sizeof name, "%s/%s/%ldx%ld/z%.3f/t%d", M == 1 ? "gemv" : M == 4 ? "gemm4" : "gemm128",
                           std::string(ternary_format_name(f)).c_str(), static_cast<long>(s.n),
                           static_cast<long>(s.k), z, t);
             benchmark::RegisterBenchmark(name, [=](benchmark::State& st) { bm_ternary(st, f, s, z, M, t); })
