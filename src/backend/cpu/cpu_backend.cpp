@@ -24,8 +24,14 @@ void CpuBackend::attention(const BatchChunk& c, int layer, const float* q, KvCac
   const ModelConfig& cfg = model_->config();
   const int64_t T = static_cast<int64_t>(c.tokens.size());
   const int64_t ctx = c.start_pos + T;
-  const int64_t kvd = cfg.kv_dim();
-  std::vector<float> kbuf(static_cast<size_t>(ctx * kvd)), vbuf(static_cast<size_t>(ctx * kvd));
+  const size_t n = static_cast<size_t>(ctx * cfg.kv_dim());
+  // The gathered context, per thread and kept between calls: gather writes every element, so a buffer that only
+  // grows is not cleared again for each layer and row.
+  thread_local std::vector<float> kbuf, vbuf;
+  if (kbuf.size() < n) {
+    kbuf.resize(n);
+    vbuf.resize(n);
+  }
   cache.gather(layer, c.block_table.data(), ctx, kbuf.data(), vbuf.data());
   cpu::attention_causal(q, kbuf.data(), vbuf.data(), out, T, c.start_pos, cfg.num_heads, cfg.num_kv_heads,
                         cfg.head_dim);
@@ -116,10 +122,19 @@ void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std:
         cache.write(l, ch.block_table.data(), ch.start_pos + static_cast<int64_t>(t), row + qd, row + qd + kvd);
       }
     }
-    r = 0;
-    for (const auto& ch : batch) {
-      attention(ch, l, &q[r * qd], cache, &attn[r * qd]);
-      r += static_cast<int64_t>(ch.tokens.size());
+    if (static_cast<int64_t>(batch.size()) == M && M > 1) {
+      // Decode rows only: one row's gather and attention per task, the rows spread over the threads (inside a
+      // task the attention's own parallel_for runs inline). A chunk of several tokens keeps the threads for
+      // its heads and tokens instead.
+      parallel_for(M, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) attention(batch[i], l, &q[i * qd], cache, &attn[i * qd]);
+      });
+    } else {
+      r = 0;
+      for (const auto& ch : batch) {
+        attention(ch, l, &q[r * qd], cache, &attn[r * qd]);
+        r += static_cast<int64_t>(ch.tokens.size());
+      }
     }
     project_in(l, "o", *L.o, L.attn_sub_norm, attn.data(), qd, tp ? &tp->q_cols : nullptr, tp ? tp->q_dim_full : 0);
     cpu::add_inplace(x.data(), proj.data(), M * Hd);

@@ -1,5 +1,7 @@
 #include "kernels/cpu/ops.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -42,7 +44,15 @@ void silu_mul(const float* gate, const float* up, float* y, int64_t n) {
 }
 
 void relu2_mul(const float* gate, const float* up, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  // maxps(g, 0) is g > 0 ? g : 0 exactly (NaN and -0 give +0): the same values as the scalar tail, without the
+  // data-dependent branch the compiler makes of the scalar form (mispredicted on about half of the elements).
+  const __m128 zero = _mm_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 r = _mm_max_ps(_mm_loadu_ps(gate + i), zero);
+    _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(r, r), _mm_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
     const float r = gate[i] > 0.0f ? gate[i] : 0.0f;
     y[i] = (r * r) * up[i];
   }

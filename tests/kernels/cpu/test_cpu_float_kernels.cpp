@@ -2,7 +2,10 @@
 // double-precision reference and does not depend on how a sequence is chunked.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 #include <random>
 
 #include "kernels/cpu/attention.h"
@@ -128,5 +131,25 @@ TEST(CpuFloatKernels, GemmBf16BitIdenticalToGemmF32OnWidenedWeights) {
       for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "reference, at " << i;
     }
     set_num_threads(0);
+  }
+}
+
+TEST(CpuFloatKernels, Relu2MulMatchesTheScalarDefinitionBitForBit) {
+  // Lengths with and without a tail of the 4-wide loop; gates that are negative, +-0, tiny, huge, NaN and inf.
+  for (int64_t n : {1, 3, 4, 7, 64, 6913}) {
+    std::vector<float> g = randn(static_cast<size_t>(n), 11), u = randn(static_cast<size_t>(n), 12);
+    const float special[] = {-0.0f, 0.0f, 1e-30f, -1e-30f, 3e30f, NAN, -INFINITY, INFINITY};
+    for (size_t i = 0; i < std::size(special) && i < g.size(); ++i) g[g.size() - 1 - i] = special[i];
+    std::vector<float> y(static_cast<size_t>(n));
+    cpu::relu2_mul(g.data(), u.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float r = g[i] > 0.0f ? g[i] : 0.0f;
+      const float want = (r * r) * u[i];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[i])) << n << " at " << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want)) << n << " at " << i << " gate " << g[i];
+      }
+    }
   }
 }
