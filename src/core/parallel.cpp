@@ -12,6 +12,8 @@ namespace tritium {
 namespace {
 
 std::atomic<int> g_threads{0};
+// True on a thread while it runs a chunk of a parallel_for: a parallel_for called from inside one runs inline.
+thread_local bool t_in_chunk = false;
 
 // Pause iterations a waiting thread spins before it sleeps in the kernel (futex, std::atomic::wait): about
 // 50-100 us on current x86 cores, longer than the single-threaded gaps between the kernels of one forward pass
@@ -42,8 +44,10 @@ class Pool {
   }
 
   // Runs chunk(c) for c in [0, chunks) on up to `threads` threads. Returns false (running nothing) when the pool
-  // is busy: a nested call from inside a chunk, or a call from another thread meanwhile.
+  // is busy: a nested call from inside a chunk (t_in_chunk, checked before the lock, which the caller of the
+  // outer call may hold), or a call from another thread meanwhile.
   bool run(int threads, int64_t chunks, const std::function<void(int64_t)>& chunk) {
+    if (t_in_chunk) return false;
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     while (static_cast<int>(workers_.size()) < threads - 1) workers_.emplace_back([this] { work(); });
@@ -76,7 +80,13 @@ class Pool {
       const int64_t chunks = static_cast<int64_t>((v >> kBits) & kMask), c = static_cast<int64_t>(v & kMask);
       if (c >= chunks) return;
       if (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-      (*chunk_)(c);
+      {
+        struct InChunk {
+          InChunk() { t_in_chunk = true; }
+          ~InChunk() { t_in_chunk = false; }
+        } in_chunk;
+        (*chunk_)(c);
+      }
       if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
       v = next_.load(std::memory_order_acquire);
     }
