@@ -340,10 +340,7 @@ struct Reader {
   }
 };
 
-}  // namespace
-
-namespace {
-
+// load_tritium_model without its last guard against json exceptions (below).
 std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const WeightStore> wsp, const LoadOptions& opts) {
   const WeightStore& ws = *wsp;
   const std::string file = ws.files().front()->path();
@@ -446,8 +443,8 @@ std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const W
 std::unique_ptr<Transformer> load_tritium_model(ModelConfig c, std::shared_ptr<const WeightStore> wsp,
                                                 const LoadOptions& opts) {
   const std::string file = wsp->files().front()->path();
-  // Every field of the layout is read with its type checked; a value of the wrong JSON type that a check missed
-  // still ends as a tritium::Error naming the file rather than escaping as a json exception.
+  // Fields are checked where they are read, with messages that name the linear or the key; a value of the wrong
+  // JSON type that no check covers still ends as a tritium::Error naming the file, never as a json exception.
   try {
     return load_checked(std::move(c), std::move(wsp), opts);
   } catch (const json::exception& e) {
