@@ -67,6 +67,9 @@ struct DevKv {
   cuda::KvElem elem = cuda::KvElem::kF32;
   float scale = 1.0f;
   void* base = nullptr;
+  /// Unique per allocation: the key of the decode graphs that captured this pool's pointers and sizes (a pool freed
+  /// and another allocated at the same address with other sizes must not replay them).
+  uint64_t id = 0;
   cuda::KvFormat format() const { return {elem, scale}; }
   size_t elem_bytes() const { return elem == cuda::KvElem::kBF16 ? 2 : (elem == cuda::KvElem::kFP8 ? 1 : 4); }
   void* k(int l) const { return static_cast<char*>(base) + (2 * static_cast<size_t>(l)) * pool() * elem_bytes(); }
@@ -193,7 +196,7 @@ class CudaBackend final : public Backend {
     int seen = 0;
     cudaGraphExec_t exec = nullptr;
   };
-  std::map<std::tuple<int, int, int, const void*, int>, GraphEntry> graphs_;  // (M, S, O, KV pool, split)
+  std::map<std::tuple<int, int, int, uint64_t, int>, GraphEntry> graphs_;  // (M, S, O, DevKv::id, split)
 };
 
 }  // namespace tritium::cuda_detail

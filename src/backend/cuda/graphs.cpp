@@ -1,5 +1,5 @@
 // tritium backend/cuda: the CUDA graphs of decode steps. A decode batch (every chunk one token, last logits) runs
-// run_body through a cache keyed by (rows, sequences, logit rows, KV pool, split-K chunks): the first time a key is
+// run_body through a cache keyed by (rows, sequences, logit rows, KV pool allocation, split-K chunks): the first time a key is
 // seen eagerly (so that module loading and kernel attribute changes happen before any capture), the second time
 // captured and launched, afterwards replayed. The kernels read positions and block tables from device metadata, so
 // one graph serves every step of its shape. Growing the workspace or the metadata buffers clears the cache.
@@ -11,7 +11,7 @@ namespace tritium::cuda_detail {
 using cuda::check;
 
 void CudaBackend::run_graphed(int M, int S, int O, const DevKv& kv) {
-  GraphEntry& g = graphs_[{M, S, O, static_cast<const void*>(kv.base), attn_split_}];
+  GraphEntry& g = graphs_[{M, S, O, kv.id, attn_split_}];
   if (g.exec) {
     check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
   } else if (g.seen++ == 0) {

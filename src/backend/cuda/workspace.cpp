@@ -3,6 +3,7 @@
 // the device copy of a KvCache, attached to the host object.
 #if TRITIUM_HAVE_CUDA
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -78,7 +79,9 @@ DevKv& CudaBackend::device_kv(KvCache& cache) {
   auto* kv = static_cast<DevKv*>(cache.device_state().get());
   if (!kv || kv->num_blocks != s.num_blocks || kv->block_size != s.block_size || kv->elem != elem ||
       kv->scale != scale) {
+    static std::atomic<uint64_t> next_id{1};
     auto p = std::make_shared<DevKv>();
+    p->id = next_id.fetch_add(1, std::memory_order_relaxed);
     p->num_blocks = s.num_blocks;
     p->block_size = s.block_size;
     p->layers = s.num_layers;
