@@ -1,13 +1,18 @@
 // tritium kernels/cuda: decode attention with the query heads of one KV head in one block (GQA), split over
 // positions by the context length alone, so a row's result does not depend on its batch.
 //
-// Grid (rows, KVH, nsplit). The positions 0..pos[r] of row r are cut into attention_gqa_chunks(pos[r] + 1) chunks
-// of attention_gqa_chunk(pos[r] + 1) positions (a function of the context only); block z takes chunk z (blocks
-// past the row's chunks return at once). Warp w of a block is query head kvh * G + w (G = H / KVH), so the G warps
-// read the same K / V rows and all but the first find them in L1. A warp is 4 groups of 8 lanes; group j takes
-// positions j, j + 4, ... of the chunk (U per group in flight), each lane D / 8 dimensions (rotate_half partners in
-// lanes sub and sub ^ 4), with an online-softmax state (running max, sum of exponentials, weighted V sum); the 4
-// states are merged by shuffles. One chunk: the block writes the output. Several: each block writes its partial
+// Grid (rows, H / HB, nsplit). The positions 0..pos[r] of row r are cut into attention_gqa_chunks(pos[r] + 1)
+// chunks of attention_gqa_chunk(pos[r] + 1) positions (a function of the context only); block z takes chunk z
+// (blocks past the row's chunks return at once). A block holds HB warps, HB dividing G = H / KVH: warp w is query
+// head kvh * G + hg * HB + w of KV head kvh (blockIdx.y = kvh * (G / HB) + hg). Batches give every query head of a
+// KV head to one block (HB = G); a few rows give each head its own block (HB = 1), so that a small batch still
+// fills the GPU. A head's arithmetic is the same either way: HB changes which blocks run, never a bit. The block
+// copies the chunk's K and V rows of its KV head into shared memory a tile of T positions at a time (cp.async, all
+// of a tile's rows in flight at once, the next tile copied while the current one is attended), so the G warps
+// share one read of each row and a chunk costs one memory round trip instead of one per few positions. A warp is
+// 4 groups of 8 lanes; group j takes positions j, j + 4, ... of the chunk, each lane D / 8 dimensions (rotate_half
+// partners in lanes sub and sub ^ 4), with an online-softmax state (running max, sum of exponentials, weighted V
+// sum); the 4 states are merged by shuffles. One chunk: the block writes the output. Several: each block writes its partial
 // state and the last block of the (row, KV head) to finish merges them in chunk order (an atomic counter that it
 // resets, so graphs replay). The float operations are spelled out (no contraction left to the compiler), so the
 // fused and the unfused kernel give the same bits.
@@ -39,6 +44,21 @@ __host__ __device__ __forceinline__ int gqa_chunk(int n) {
   return c > 32 ? c : 32;
 }
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Positions per shared-memory tile: two buffers of K and V tiles in 32 KB (16 f32 / 32 bf16 / 64 fp8 rows of 128
+// dimensions), a multiple of 4 so that every group keeps its positions in increasing order.
+template <int D, class KT>
+__host__ __device__ constexpr int gqa_tile() {
+  constexpr int t = 8192 / (D * static_cast<int>(sizeof(KT)));
+  return t < 16 ? 16 : (t > 64 ? 64 : t);
+}
+
 // Online-softmax update of (m, l, o) with score s (already scaled) and value row v.
 template <int N>
 __device__ __forceinline__ void softmax_add(float& m, float& l, float (&o)[N], float s, const float* v) {
@@ -62,20 +82,24 @@ __device__ __forceinline__ float group_dot(const float (&q)[N], const float* k) 
   return s;
 }
 
-template <int D, bool FUSED, class KT, int U = 2>
+template <int D, bool FUSED, class KT>
 __global__ void __launch_bounds__(256) attention_gqa_kernel(
     const float* __restrict__ qkv, int64_t ldq, int H, int KVH, const float* __restrict__ cos_t,
     const float* __restrict__ sin_t, const int32_t* __restrict__ pos, const int32_t* __restrict__ seq,
     const int32_t* __restrict__ bt, int btw, int bs, KT* __restrict__ kpool, KT* __restrict__ vpool,
     float* __restrict__ out, float scale, float kvs, const int32_t* __restrict__ row_list, float* __restrict__ part,
     int* __restrict__ cnt) {
-  constexpr int DL = D / 8;
+  constexpr int DL = D / 8, T = gqa_tile<D, KT>(), RB = D * static_cast<int>(sizeof(KT)), PR = RB / 16;
   static_assert(DL % 8 == 0, "head_dim must be a multiple of 64");
+  static_assert(T % 4 == 0 && RB % 16 == 0, "tiles of whole groups and 16-byte pieces");
+  __shared__ __align__(16) unsigned char tiles[2][2][T * RB];  // [buffer][K, V][position][D elements]
+  __shared__ int first_blocks[T];
   __shared__ int is_last;
-  const int kvh = blockIdx.y, z = blockIdx.z, G = H / KVH, kvd = KVH * D;
+  const int G = H / KVH, HB = blockDim.x >> 5, NG = G / HB, kvd = KVH * D;
+  const int kvh = blockIdx.y / NG, hg = blockIdx.y % NG, z = blockIdx.z;
   const int r = row_list ? row_list[blockIdx.x] : blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 3, sub = lane & 7;
-  const int h = kvh * G + warp;
+  const int h = kvh * G + hg * HB + warp;
   // Metadata is not written by kernels: read before waiting for the previous kernel.
   const int p_new = pos[r], n_all = p_new + 1;
   const int chunk = gqa_chunk(n_all), active = (n_all + chunk - 1) / chunk;
@@ -94,8 +118,28 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   }
   const int64_t new_off =
       (static_cast<int64_t>(table[p_new / bs]) * bs + p_new % bs) * kvd + kvh * D + sub * DL;
+  // The first tile's pool blocks, read before the wait (the block tables are metadata), so that its copies start
+  // right after it.
+  const int b0 = p_begin / bs;
+  const int nb0 = p_begin < p_end ? (min(p_begin + T, p_end) - 1) / bs - b0 + 1 : 0;
+  for (int i = threadIdx.x; i < nb0; i += blockDim.x) first_blocks[i] = table[b0 + i];
+  // Copies the K and V rows of positions tb .. min(tb + T, p_end) - 1 into buffer b (one commit group): thread
+  // i copies piece i % PR of every (blockDim / PR)-th row (PR and blockDim are powers of two, PR <= 32).
+  auto copy_tile = [&](int tb, int b) {
+    const int n = min(T, p_end - tb), c = threadIdx.x % PR;
+    for (int j = threadIdx.x / PR; j < n; j += blockDim.x / PR) {
+      const int p = tb + j;
+      const int blk = tb == p_begin ? first_blocks[p / bs - b0] : table[p / bs];
+      const int64_t off = (static_cast<int64_t>(blk) * bs + p % bs) * kvd + kvh * D;
+      cp_async16(&tiles[b][0][j * RB + 16 * c], reinterpret_cast<const unsigned char*>(kpool + off) + 16 * c);
+      cp_async16(&tiles[b][1][j * RB + 16 * c], reinterpret_cast<const unsigned char*>(vpool + off) + 16 * c);
+    }
+    cp_async_commit();
+  };
   pdl_trigger();
   pdl_wait();
+  __syncthreads();  // first_blocks
+  if (p_begin < p_end) copy_tile(p_begin, 0);
   const float* row = qkv + static_cast<int64_t>(r) * ldq;
   float qv[DL], kc[DL], vc[DL];
 #pragma unroll
@@ -123,7 +167,7 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     rope(kc);
 #pragma unroll
     for (int i = 0; i < DL; ++i) kc[i] = KvIO<KT>::round(kc[i], kvs), vc[i] = KvIO<KT>::round(vc[i], kvs);
-    if (has_new && warp == 0 && grp == 0) {
+    if (has_new && hg == 0 && warp == 0 && grp == 0) {  // one block per KV head writes the new position
 #pragma unroll
       for (int i = 0; i < DL; ++i) {
         KvIO<KT>::store(kpool + new_off + i, kc[i], kvs);
@@ -147,24 +191,30 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     const float sc = __fmul_rn(group_dot(qv, kc), scale);
     if (grp == 0) softmax_add(m, l, o, sc, vc);
   }
-  // The loop bound is uniform over the warp, so every lane reaches the shuffles; positions past the end are masked.
-  for (int base = p_begin; base < p_end; base += 4 * U) {
-    float4 kv[U][DL / 4], vv[U][DL / 4];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int p = base + grp + 4 * u;
+  // Tile by tile (the loop bounds are uniform over the block, so every lane reaches the shuffles and barriers);
+  // positions past the end are masked.
+  for (int tb = p_begin, it = 0; tb < p_end; tb += T, ++it) {
+    if (tb + T < p_end) {
+      copy_tile(tb + T, (it + 1) & 1);
+    } else {
+      cp_async_commit();  // an empty group, so that wait_group 1 always means "tile it has landed"
+    }
+    cp_async_wait1();
+    __syncthreads();
+    const unsigned char* kt = tiles[it & 1][0];
+    const unsigned char* vt = tiles[it & 1][1];
+#pragma unroll 2
+    for (int u = 0; u < T / 4; ++u) {
+      const int j = grp + 4 * u, p = tb + j;
+      float4 kk[DL / 4], vv[DL / 4];
       if (p < p_end) {
-        const int64_t off = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * kvd + kvh * D + sub * DL;
-        KvIO<KT>::template load<DL>(kpool + off, kv[u], kvs);
-        KvIO<KT>::template load<DL>(vpool + off, vv[u], kvs);
+        KvIO<KT>::template load<DL>(reinterpret_cast<const KT*>(kt + j * RB) + sub * DL, kk, kvs);
+        KvIO<KT>::template load<DL>(reinterpret_cast<const KT*>(vt + j * RB) + sub * DL, vv, kvs);
       }
+      const float s = __fmul_rn(group_dot(qv, reinterpret_cast<const float*>(kk)), scale);
+      if (p < p_end) softmax_add(m, l, o, s, reinterpret_cast<const float*>(vv));
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int p = base + grp + 4 * u;
-      const float s = __fmul_rn(group_dot(qv, reinterpret_cast<const float*>(kv[u])), scale);
-      if (p < p_end) softmax_add(m, l, o, s, reinterpret_cast<const float*>(vv[u]));
-    }
+    __syncthreads();  // buffer it & 1 is free for tile it + 2
   }
   // Merge the 4 groups (lanes sub, sub + 8, sub + 16, sub + 24); an empty state (l = 0, m = -inf) weighs 0.
 #pragma unroll
@@ -200,7 +250,7 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   }
   __threadfence();
   __syncthreads();
-  const int64_t ck = static_cast<int64_t>(blockIdx.x) * KVH + kvh;
+  const int64_t ck = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
   if (threadIdx.x == 0) is_last = atomicAdd(&cnt[ck], 1) == active - 1;
   __syncthreads();
   if (!is_last) return;
@@ -227,9 +277,9 @@ template <bool FUSED, class KT>
 void launch_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                 const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
                 int block_size, KT* k_pool, KT* v_pool, float* out, int nsplit, const int32_t* row_list, float* part,
-                int32_t* cnt, cudaStream_t stream, float kvs) {
+                int32_t* cnt, cudaStream_t stream, float kvs, int hb) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const dim3 grid(rows, KVH, nsplit), block(32 * (H / KVH));
+  const dim3 grid(rows, H / hb, nsplit), block(32 * hb);
   const char* what = FUSED ? "attention_decode_gqa" : "attention_gqa";
   switch (D) {
     case 64:
@@ -248,17 +298,31 @@ template <bool FUSED>
 void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
              const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
              void* k_pool, void* v_pool, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
-             cudaStream_t stream, KvFormat kv) {
+             cudaStream_t stream, KvFormat kv, int hb) {
   if (rows <= 0) return;
   if (!attention_gqa_supported(H, KVH, D))
     check(cudaErrorInvalidValue, "attention_gqa (H / KVH must be an integer in 1..8, head_dim 64 or 128)");
+  const int G = H / KVH;
+  if (hb == 0) {  // automatic: one block per query head while the (row, KV head) blocks would not fill the SMs
+    static const int sms = [] {
+      int dev = 0, n = 0;
+      if (cudaGetDevice(&dev) != cudaSuccess ||
+          cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        n = 132;
+      }
+      return n;
+    }();
+    hb = static_cast<int64_t>(rows) * KVH < sms ? 1 : G;
+  }
+  if (hb != 1 && hb != G) check(cudaErrorInvalidValue, "attention_gqa (heads per block must be 0, 1 or H / KVH)");
   if (nsplit < 1 || nsplit > kAttentionMaxSplit || (nsplit > 1 && (!part || !cnt)))
     check(cudaErrorInvalidValue, "attention_gqa (nsplit out of [1, kAttentionMaxSplit], or scratch missing)");
   with_kv_type(kv.elem, [&](auto tag) {
     using KT = decltype(tag);
     launch_gqa<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
                       static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), out, nsplit, row_list, part, cnt, stream,
-                      kv.scale);
+                      kv.scale, hb);
   });
 }
 
@@ -278,18 +342,18 @@ int attention_gqa_chunks(int64_t n) {
 void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
-                          float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv) {
+                          float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv, int heads_per_block) {
   run_gqa<true>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool,
-                out, nsplit, nullptr, partial, counters, stream, kv);
+                out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block);
 }
 
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                    const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                   cudaStream_t stream, KvFormat kv) {
+                   cudaStream_t stream, KvFormat kv, int heads_per_block) {
   run_gqa<false>(q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq, block_tables, bt_width, block_size,
                  const_cast<void*>(k_pool), const_cast<void*>(v_pool), out, nsplit, row_list, partial, counters,
-                 stream, kv);
+                 stream, kv, heads_per_block);
 }
 
 }  // namespace tritium::cuda

@@ -242,8 +242,9 @@ TEST(CudaKernels, AttentionDecodeRopeSplitMatchesUnsplit) {
 // GQA decode attention (a block per KV head, split over positions by the context): the fused kernel equals
 // attention_decode_rope (the KV pools exactly, the output within 1e-5 relative per row) at contexts 1 .. 1500 over a
 // shuffled block table, head_dim 64 / 128, GQA ratios 1, 4 and 6, f32 and bf16 pools, with any grid depth from the
-// largest chunk count up; the unfused kernel after rope_kv_write gives the fused kernel's bits, also for a subset
-// of the rows through a row list; the counters are left zero.
+// largest chunk count up and with one block per KV head or per query head (the same bits); the unfused kernel
+// after rope_kv_write gives the fused kernel's bits, also for a subset of the rows through a row list; the counters
+// are left zero.
 TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
   REQUIRE_GPU();
   std::mt19937 rng(47);
@@ -288,18 +289,21 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
                                  std::to_string(KVH) + (es == 2 ? " bf16" : " f32");
         std::vector<float> fused;
         for (int ns : {maxchunks, cuda::kAttentionMaxSplit}) {
-          k2.up(kb), v2.up(vb);
-          cuda::attention_decode_gqa(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
-                                     k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem);
-          EXPECT_EQ(k2.down(), k1.down()) << "k pool " << what;
-          EXPECT_EQ(v2.down(), v1.down()) << "v pool " << what;
-          const auto a = o1.down(), b = o2.down();
-          for (int r = 0; r < rows; ++r)
-            EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
-                << what << " ctx " << ctx[r] << " nsplit " << ns;
-          if (fused.empty()) fused = b;
-          EXPECT_EQ(b, fused) << what << ": the grid depth changed the bits";
-          for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "counters must be left zero";
+          for (int hb : {H / KVH, 1, 0}) {  // a block per KV head, per query head, automatic
+            k2.up(kb), v2.up(vb);
+            cuda::attention_decode_gqa(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
+                                       k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem, hb);
+            EXPECT_EQ(k2.down(), k1.down()) << "k pool " << what << " heads per block " << hb;
+            EXPECT_EQ(v2.down(), v1.down()) << "v pool " << what << " heads per block " << hb;
+            const auto a = o1.down(), b = o2.down();
+            for (int r = 0; r < rows; ++r)
+              EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
+                  << what << " ctx " << ctx[r] << " nsplit " << ns;
+            if (fused.empty()) fused = b;
+            EXPECT_EQ(b, fused) << what << ": the grid depth or the heads per block changed the bits (nsplit " << ns
+                                << ", heads per block " << hb << ")";
+            for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "counters must be left zero";
+          }
         }
         EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
         // Unfused after rope_kv_write, every row, then rows 1, 4, 6 through a row list into a poisoned output.
@@ -307,9 +311,11 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
         cuda::rope_kv_write(dq3.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,
                             nullptr, elem);
         EXPECT_EQ(k3.down(), k1.down()) << "rope_kv_write k pool " << what;
-        cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p, o3.p,
-                            maxchunks, part.p, cnt.p, nullptr, elem);
-        EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what;
+        for (int hb : {H / KVH, 1}) {
+          cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,
+                              o3.p, maxchunks, part.p, cnt.p, nullptr, elem, hb);
+          EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what << " heads per block " << hb;
+        }
         const std::vector<int32_t> list = {1, 4, 6};
         DevBuf<int32_t> dlist(list);
         o3.up(std::vector<float>(o3.n, -7.0f));
