@@ -3,7 +3,7 @@
 //
 // Block: 8 warps, a tile of BN = 128 weight rows x BM = 64 tokens; warp (wm, wn) takes tokens 32 wm .. + 31 and rows
 // 32 wn .. + 31 (2 x 4 MMA tiles). K runs in stages of 128 (two 64-wide chunks); each stage's activation tile
-// [64][128] and weight tile [128][8 words] go to shared memory through cp.async, four stages in flight. A weight
+// [64][128] and weight tile [128][8 words] go to shared memory through cp.async, five stages in flight. A weight
 // word is decoded once per warp and used for its 32 tokens; an activation tile is read from L2 once per 128 rows.
 // Decode batches have few token tiles, so the K dimension is also split over a thread-block cluster of S blocks
 // (grid z): each block multiplies its share of the stages, the partial sums meet through distributed shared memory
@@ -32,7 +32,7 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr uint32_t kMask = 0x03030303u;
-constexpr int kStages = 4;
+constexpr int kStages = 6;  // 5 stages in flight, 110.6 KB: two blocks per SM
 constexpr int kBM = 64, kBN = 128, kThreads = 256;
 constexpr int kStageK = 128;   // k per stage: two 64-wide chunks
 constexpr int kXStride = 192;  // bytes per token row of an activation tile: 128 + 64, so the 16-byte reads of lanes
