@@ -1,8 +1,9 @@
 // tritium backend/cuda: the CUDA graphs of decode steps. A decode batch (every chunk one token, last logits) runs
-// run_body through a cache keyed by (rows, sequences, logit rows, KV pool allocation, split-K chunks): the first time a key is
-// seen eagerly (so that module loading and kernel attribute changes happen before any capture), the second time
-// captured and launched, afterwards replayed. The kernels read positions and block tables from device metadata, so
-// one graph serves every step of its shape. Growing the workspace or the metadata buffers clears the cache.
+// run_body through a cache keyed by (rows, sequences, logit rows, KV pool allocation, split-K chunks): the first
+// time a key is seen eagerly (so that module loading and kernel attribute changes happen before any capture), the
+// second time captured and launched, afterwards replayed. The kernels read positions and block tables from device
+// metadata, so one graph serves every step of its shape. Growing the workspace or the metadata buffers clears the
+// cache.
 #if TRITIUM_HAVE_CUDA
 #include "backend/cuda/cuda_backend_impl.h"
 

@@ -12,9 +12,9 @@
 // share one read of each row and a chunk costs one memory round trip instead of one per few positions. A warp is
 // 4 groups of 8 lanes; group j takes positions j, j + 4, ... of the chunk, each lane D / 8 dimensions (rotate_half
 // partners in lanes sub and sub ^ 4), with an online-softmax state (running max, sum of exponentials, weighted V
-// sum); the 4 states are merged by shuffles. One chunk: the block writes the output. Several: each block writes its partial
-// state and the last block of the (row, KV head) to finish merges them in chunk order (an atomic counter that it
-// resets, so graphs replay). The float operations are spelled out (no contraction left to the compiler), so the
+// sum); the 4 states are merged by shuffles. One chunk: the block writes the output. Several: each block writes
+// its partial state and the last block of the (row, head group) to finish merges them in chunk order (an atomic
+// counter that it resets, so graphs replay). The float operations are spelled out (no contraction left to the compiler), so the
 // fused and the unfused kernel give the same bits.
 //
 // The chunk holding the new position pos[r] starts group 0's state with it. FUSED (decode steps): RoPE of q and
