@@ -295,12 +295,7 @@ void attention_decode_rope(const float* qkv, int64_t ldq, int rows, int H, int K
 }
 
 int attention_split_count(int rows, int H) {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                 cudaSuccess || sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
+  const int sms = sm_count();
   const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(rows) * H);
   return static_cast<int>(std::clamp<int64_t>((2 * sms + blocks - 1) / blocks, 1, kAttentionMaxSplit));
 }

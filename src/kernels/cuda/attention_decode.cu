@@ -304,16 +304,7 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
     check(cudaErrorInvalidValue, "attention_gqa (H / KVH must be an integer in 1..8, head_dim 64 or 128)");
   const int G = H / KVH;
   if (hb == 0) {  // automatic: one block per query head while the (row, KV head) blocks would not fill the SMs
-    static const int sms = [] {
-      int dev = 0, n = 0;
-      if (cudaGetDevice(&dev) != cudaSuccess ||
-          cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-        cudaGetLastError();
-        n = 132;
-      }
-      return n;
-    }();
-    hb = static_cast<int64_t>(rows) * KVH < sms ? 1 : G;
+    hb = static_cast<int64_t>(rows) * KVH < sm_count() ? 1 : G;
   }
   if (hb != 1 && hb != G) check(cudaErrorInvalidValue, "attention_gqa (heads per block must be 0, 1 or H / KVH)");
   if (nsplit < 1 || nsplit > kAttentionMaxSplit || (nsplit > 1 && (!part || !cnt)))

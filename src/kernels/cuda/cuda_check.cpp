@@ -34,6 +34,16 @@ bool device_supports_pdl() {
 }
 }  // namespace
 
+int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  return sms;
+}
+
 void set_dependent_launch(bool on) { g_dependent_launch.store(on); }
 bool dependent_launch() { return g_dependent_launch.load() && device_supports_pdl(); }
 

@@ -29,6 +29,8 @@ void check_launch(const char* what);
 /// overlap it; results are unchanged). Process-wide; set it before capturing graphs.
 void set_dependent_launch(bool on);
 bool dependent_launch();
+/// Multiprocessors of the current device (132, an H100 / H200's, when the attribute cannot be read).
+int sm_count();
 
 /// Per-row dequantization of a ternary projection's int32 results and where they go.
 /// Rows [0, seg_end[0]) use seg_scale[0], [seg_end[0], seg_end[1]) seg_scale[1], ... (up to 3 segments; unused

@@ -198,16 +198,6 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
   cluster.sync();  // no block leaves while another reads its shared memory
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
-  return sms;
-}
-
 }  // namespace
 
 bool tiled_gemm_supported() {
