@@ -255,18 +255,30 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // The last block: the warp of head h merges its chunks in chunk order.
+  // The last block: the warp of head h merges its chunks in chunk order. Lane j holds chunk j's max, sum and
+  // weight; each lane loads its dimension of 8 chunks before the first use, so the merge costs a few round trips to
+  // L2 instead of one per chunk and dimension.
+  static_assert(kAttentionMaxSplit <= 32, "one lane per chunk");
   const float* pb = part + rh * kAttentionMaxSplit * (D + 2);
+  const float mj = lane < active ? __ldcg(pb + lane * (D + 2) + D) : -INFINITY;
+  const float lj = lane < active ? __ldcg(pb + lane * (D + 2) + D + 1) : 0.0f;
   float MM = -INFINITY;
-  for (int j = 0; j < active; ++j) MM = fmaxf(MM, __ldcg(pb + j * (D + 2) + D));
+  for (int j = 0; j < active; ++j) MM = fmaxf(MM, __shfl_sync(0xffffffffu, mj, j));
+  const float wj = lj == 0.0f ? 0.0f : expf(__fsub_rn(mj, MM));
+#pragma unroll
   for (int d = lane; d < D; d += 32) {
     float LL = 0.0f, OO = 0.0f;
-    for (int j = 0; j < active; ++j) {
-      const float lj = __ldcg(pb + j * (D + 2) + D + 1);
-      if (lj == 0.0f) continue;
-      const float w = expf(__fsub_rn(__ldcg(pb + j * (D + 2) + D), MM));
-      LL = __fmaf_rn(lj, w, LL);
-      OO = __fmaf_rn(__ldcg(pb + j * (D + 2) + d), w, OO);
+    for (int j0 = 0; j0 < active; j0 += 8) {  // 8 chunks' values in flight at a time
+      float ov[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ov[j] = j0 + j < active ? __ldcg(pb + (j0 + j) * (D + 2) + d) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float lb = __shfl_sync(0xffffffffu, lj, j0 + j), w = __shfl_sync(0xffffffffu, wj, j0 + j);
+        if (j0 + j >= active || lb == 0.0f) continue;
+        LL = __fmaf_rn(lb, w, LL);
+        OO = __fmaf_rn(ov[j], w, OO);
+      }
     }
     op[d] = __fdiv_rn(OO, LL);
   }

@@ -66,6 +66,60 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Stores tokens mm_begin .. + count - 1 (of the tile at m0) x the tile's 128 rows at n0 through the epilogue:
+// sum(mm, rr) gives the int32 sums of rows rr .. rr + 3 of token mm. Each thread takes 4 groups of 4 rows at a time
+// and issues all their loads (sums, sumq, inv_s, the residual) before its first store, so a thread waits on one
+// round trip per 16 outputs instead of one per output; the float operations are store_result's (the same bits).
+template <class Sum>
+__device__ __forceinline__ void store_tile(const Epi& ep, int n, int M, int m0, int mm_begin, int count, int n0,
+                                           const int32_t* __restrict__ sumq, const float* __restrict__ inv_s,
+                                           Sum sum) {
+  constexpr int kGroups = kBN / 4, kU = 4;
+  const bool vec = ep.acc_out == nullptr && ep.ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(ep.y) & 15) == 0;
+  for (int base = 0; base < count * kGroups; base += kU * kThreads) {
+    int4 v[kU];
+    float4 old[kU];
+    int sq[kU];
+    float is[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = base + u * kThreads + static_cast<int>(threadIdx.x), mm = mm_begin + i / kGroups,
+                rr = 4 * (i % kGroups), m = m0 + mm, row = n0 + rr;
+      if (i >= count * kGroups || m >= M || row >= n) continue;
+      v[u] = sum(mm, rr);
+      sq[u] = sumq[m];
+      is[u] = ep.acc_out ? 0.f : inv_s[m];
+      if (vec && ep.add && row + 3 < n)
+        old[u] = *reinterpret_cast<const float4*>(ep.y + static_cast<int64_t>(m) * ep.ldy + row);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = base + u * kThreads + static_cast<int>(threadIdx.x), mm = mm_begin + i / kGroups,
+                rr = 4 * (i % kGroups), m = m0 + mm, row = n0 + rr;
+      if (i >= count * kGroups || m >= M || row >= n) continue;
+      const int e[4] = {v[u].x - sq[u], v[u].y - sq[u], v[u].z - sq[u], v[u].w - sq[u]};
+      if (!vec || row + 3 >= n) {  // integer mode, an unaligned output or the last rows of the matrix
+        for (int q = 0; q < 4 && row + q < n; ++q) store_result(ep, n, m, row + q, e[q], is[u]);
+        continue;
+      }
+      float r[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int rw = row + q;
+        const float sc = rw < ep.e0 ? ep.s0 : (rw < ep.e1 ? ep.s1 : ep.s2);
+        r[q] = __fmul_rn(__fmul_rn(static_cast<float>(e[q]), is[u]), sc);
+      }
+      if (ep.add) {
+        r[0] = __fadd_rn(old[u].x, r[0]);
+        r[1] = __fadd_rn(old[u].y, r[1]);
+        r[2] = __fadd_rn(old[u].z, r[2]);
+        r[3] = __fadd_rn(old[u].w, r[3]);
+      }
+      *reinterpret_cast<float4*>(ep.y + static_cast<int64_t>(m) * ep.ldy + row) = make_float4(r[0], r[1], r[2], r[3]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t* __restrict__ w, int n, int np,
                                                                    int nch,
                                                                    const int8_t* __restrict__ xq, int M,
@@ -177,24 +231,28 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
       }
   if (S == 1) {
     __syncthreads();
-    for (int i = tid; i < kBM * kBN; i += kThreads) {
-      const int mm = i / kBN, rr = i % kBN, m = m0 + mm, row = n0 + rr;
-      if (m >= M || row >= n) continue;
-      store_result(ep, n, m, row, red[mm * kRS + rr] - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
-    }
+    store_tile(ep, n, M, m0, 0, kBM, n0, sumq, inv_s, [&](int mm, int rr) {
+      return *reinterpret_cast<const int4*>(red + mm * kRS + rr);
+    });
     return;
   }
   // Split K: block z of the cluster adds up the S partial tiles over its tokens (in block order) and stores them.
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  const int rows_per = kBM / S, z = static_cast<int>(blockIdx.z);
-  for (int i = tid; i < rows_per * kBN; i += kThreads) {
-    const int mm = z * rows_per + i / kBN, rr = i % kBN, m = m0 + mm, row = n0 + rr;
-    if (m >= M || row >= n) continue;
-    int v = 0;
-    for (int j = 0; j < S; ++j) v += cluster.map_shared_rank(red, j)[mm * kRS + rr];
-    store_result(ep, n, m, row, v - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
-  }
+  const int rows_per = kBM / S;
+  store_tile(ep, n, M, m0, static_cast<int>(blockIdx.z) * rows_per, rows_per, n0, sumq, inv_s, [&](int mm, int rr) {
+    int4 v = make_int4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < kMaxSplit; ++j) {
+      if (j >= S) break;
+      const int4 p = *reinterpret_cast<const int4*>(cluster.map_shared_rank(red, j) + mm * kRS + rr);
+      v.x += p.x;
+      v.y += p.y;
+      v.z += p.z;
+      v.w += p.w;
+    }
+    return v;
+  });
   cluster.sync();  // no block leaves while another reads its shared memory
 }
 

@@ -165,18 +165,17 @@ using test::random_floats;
 
 namespace {
 
-// The projection of the bit-exactness tests: n = 328 rows in three weight segments (288 rows x 0.37, 20 x 1.9,
-// 20 x 0.05), as a CPU TernaryLinear and as the matching GPU epilogue writing y [M, n].
+// The projection of the bit-exactness tests: n = 328 rows (by default) in three weight segments (288 rows x 0.37,
+// 20 x 1.9, n - 308 x 0.05), as a CPU TernaryLinear and as the matching GPU epilogue writing y [M, ldy].
 constexpr int kProjRows = 3 * 96 + 40;
-TernaryLinear segmented_linear(const std::vector<int8_t>& w, int k) {
-  return TernaryLinear(pack_ternary(TernaryFormat::kI2, w.data(), kProjRows, k),
-                       {{96 * 3, 0.37f}, {20, 1.9f}, {20, 0.05f}});
+TernaryLinear segmented_linear(const std::vector<int8_t>& w, int k, int n = kProjRows) {
+  return TernaryLinear(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {n - 308, 0.05f}});
 }
-cuda::TernaryEpilogue segmented_epilogue(float* y) {
+cuda::TernaryEpilogue segmented_epilogue(float* y, int n = kProjRows, int ldy = kProjRows) {
   cuda::TernaryEpilogue ep;
-  ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = kProjRows;
+  ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
   ep.seg_scale[0] = 0.37f, ep.seg_scale[1] = 1.9f, ep.seg_scale[2] = 0.05f;
-  ep.y = y, ep.ldy = kProjRows;
+  ep.y = y, ep.ldy = ldy;
   return ep;
 }
 
@@ -414,32 +413,52 @@ TEST(CudaKernels, TcbProjectionAndPlanesBitExactVsCpu) {
 }
 
 // The whole ternary projection (quantize + matmul + per-segment dequantization, plain and residual-add) equals
-// TernaryLinear::forward on the CPU bit for bit.
+// TernaryLinear::forward on the CPU bit for bit, for every kernel of the token count: the GEMVs, the 64 x 64 GEMM
+// and the tiled GEMM with each K split. The output rows are 328 (stride 328: the tiled GEMM's float4 stores), 325 in
+// a stride of 328 (float4 stores but the last rows one by one) and 330 (stride 330: one by one).
 TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
-  const int n = kProjRows, k = 320;
-  const auto w = random_ternary(rng, n, k);
-  const TernaryLinear lin = segmented_linear(w, k);
-  const auto s = cuda::Tc2Shape::of(n, k);
-  DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), n, k));
-  for (int M : {1, 4, 16, 33}) {
-    const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
-    std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * n);
-    lin.forward(x.data(), M, ref.data());
-    DevBuf<float> dx(x), dy(static_cast<size_t>(M) * n), dadd(base), inv(M);
-    DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
-    DevBuf<int32_t> sq(M);
-    cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
-                     nullptr);
-    cuda::TernaryEpilogue ep = segmented_epilogue(dy.p);
-    cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep, nullptr);
-    EXPECT_EQ(dy.down(), ref) << "M=" << M;
-    ep.y = dadd.p, ep.add = true;
-    cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep, nullptr,
-                         cuda::TernaryKernel::kMmaGemm);
-    auto got = dadd.down();
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], base[i] + ref[i]) << i;
+  const int k = 320;
+  struct Out { int n, ldy; };
+  for (Out o : {Out{kProjRows, kProjRows}, Out{325, 328}, Out{330, 330}}) {
+    const int n = o.n;
+    const auto w = random_ternary(rng, n, k);
+    const TernaryLinear lin = segmented_linear(w, k, n);
+    const auto s = cuda::Tc2Shape::of(n, k);
+    DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), n, k));
+    for (int M : {1, 4, 16, 33, 100}) {
+      const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
+      std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * o.ldy);
+      lin.forward(x.data(), M, ref.data());
+      DevBuf<float> dx(x), inv(M);
+      DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
+      DevBuf<int32_t> sq(M);
+      cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
+                       nullptr);
+      using K = cuda::TernaryKernel;
+      std::vector<std::pair<K, int>> variants = {{K::kAuto, 0}, {K::kMmaGemm, 0}};
+      if (cuda::tiled_gemm_supported())
+        for (int split : {1, 2, 4, 8}) variants.push_back({K::kTiledGemm, split});
+      for (auto [kernel, lw] : variants) {
+        for (bool add : {false, true}) {
+          DevBuf<float> dy(base);
+          cuda::TernaryEpilogue ep = segmented_epilogue(dy.p, n, o.ldy);
+          ep.add = add;
+          cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep,
+                               nullptr, kernel, lw);
+          const auto got = dy.down();
+          for (int m = 0; m < M; ++m)
+            for (int r = 0; r < o.ldy; ++r) {
+              const size_t i = static_cast<size_t>(m) * o.ldy + r;
+              const float want = r >= n ? base[i] : add ? base[i] + ref[static_cast<size_t>(m) * n + r]
+                                                        : ref[static_cast<size_t>(m) * n + r];
+              ASSERT_EQ(got[i], want) << "n=" << n << " M=" << M << " kernel " << static_cast<int>(kernel) << " split "
+                                      << lw << " add " << add << " at " << m << "," << r;
+            }
+        }
+      }
+    }
   }
 }
 
