@@ -50,7 +50,7 @@ for suite in "$@"; do
   kernels)
     timeout 240 "$TR" cuda-bench --kernels --int8-kernels --kernel-batches "${KERNEL_BATCHES:-1,4,16,512}" \
       > "$OUT/kernels.md" 2>&1; say "kernels rc=$? $(el)"
-    grep -E "copy bandwidth|^\|" "$OUT/kernels.md" | head -160 | tee -a "$S"
+    grep -E "copy bandwidth|mma.sync ceiling|^\|" "$OUT/kernels.md" | head -160 | tee -a "$S"
     ;;
   e2e)
     synth; say "synth $(el)"

@@ -114,6 +114,25 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
     copy_gbs = copy_bw(st, o.reps);
     out += fmt::format("copy bandwidth (2 GiB device-to-device by a copy kernel, read + write): {:.0f} GB/s\n\n", copy_gbs);
   }
+  // The int8 tensor-core ceiling of the GEMM rows: mma.sync m16n8k32 on register operands, 1 / 2 / 4 blocks of 8
+  // warps per SM; the best of the three is the ceiling.
+  double mma_tops = 0;
+  {
+    const int iters = 200, warps = 8;
+    Dev sink(static_cast<size_t>(prop.multiProcessorCount) * 4 * sizeof(int32_t));
+    std::string per;
+    for (int per_sm : {1, 2, 4}) {
+      const int blocks = prop.multiProcessorCount * per_sm;
+      const double us = time_graph(st, 10, o.reps, [&](int) {
+        cuda::mma_s8_probe(blocks, warps, iters, sink.as<int32_t>(), st);
+      });
+      const double tops = 2.0 * 4096.0 * 8.0 * iters * warps * blocks / (us * 1e-6) / 1e12;
+      mma_tops = std::max(mma_tops, tops);
+      per += fmt::format("{}{:.0f}", per.empty() ? "" : " / ", tops);
+    }
+    out += fmt::format("int8 mma.sync ceiling (m16n8k32 on register operands, 8 accumulators per warp; 1 / 2 / 4 "
+                       "blocks of 8 warps per SM): {} TOPS\n\n", per);
+  }
 
   struct Shape { int n, k; const char* name; };
   const Shape shapes[] = {{2560, 2560, "o 2560x2560"}, {3840, 2560, "qkv 3840x2560"},
@@ -121,8 +140,8 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
                           {128256, 2560, "lm_head 128256x2560"}};
   const std::vector<int>& batches = o.batches;
   out += "| shape (N x K) | M | ternary kernel | us (cold) | us (hot) | weight GB/s (cold) | % copy BW | cuBLAS bf16 us "
-         "(cold) | us (hot) | speed-up cold (hot) |\n";
-  out += "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+         "(cold) | us (hot) | speed-up cold (hot) | int8 TOPS (cold, % mma.sync ceiling) |\n";
+  out += "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   std::mt19937 rng(1);
   for (const Shape& sh : shapes) {
     const auto s = cuda::Tc2Shape::of(sh.n, sh.k);
@@ -201,9 +220,11 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         const double cold = time_graph(st, o.launches, o.reps, [&](int i) { run(true, i); });
         const double hot = time_graph(st, o.launches, o.reps, [&](int i) { run(false, i); });
         const double gbs = bytes / (cold * 1e-6) / 1e9;
-        out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) |\n",
+        const double tops = 2.0 * M * sh.n * static_cast<double>(sh.k) / (cold * 1e-6) / 1e12;
+        out += fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.0f} | {:.0f}% | {:.2f} | {:.2f} | {:.2f}x ({:.2f}x) | "
+                           "{:.0f} ({:.0f}%) |\n",
                            sh.name, M, kname, cold, hot, gbs, 100.0 * gbs / copy_gbs, blas_cold, blas_hot,
-                           blas_cold / cold, blas_hot / hot);
+                           blas_cold / cold, blas_hot / hot, tops, 100.0 * tops / mma_tops);
       };
       using K = cuda::TernaryKernel;
       std::vector<std::pair<K, int>> variants;  // (kernel, lanes_or_warps: dp4a lanes per row or MMA GEMV warps)

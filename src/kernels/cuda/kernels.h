@@ -273,6 +273,11 @@ void bias_add(const float* t, const float* bias, int rows, int n, float* y, bool
 /// a graph memcpy node runs on the copy engines, which measured 2.77 TB/s on the H200, below what kernels reach).
 void copy_bytes(const void* src, void* dst, size_t bytes, cudaStream_t stream);
 
+/// The int8 tensor-core probe: `blocks` blocks of `warps` warps (1-32), each warp issuing iters x 8 mma.sync
+/// m16n8k32 s8 (4,096 multiply-adds each) on register operands, 8 independent accumulators; sink [blocks] int32
+/// receives one sum per block. Timed by `cuda-bench --kernels` as the MMA ceiling of the GEMM rows.
+void mma_s8_probe(int blocks, int warps, int iters, int32_t* sink, cudaStream_t stream);
+
 /// Converts n floats to bf16 (round to nearest even).
 void to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream);
 

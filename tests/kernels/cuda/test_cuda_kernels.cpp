@@ -752,6 +752,52 @@ TEST(CudaKernels, NormQuantRowMap) {
   EXPECT_EQ(sq.down(), sq2.down());
 }
 
+// The tensor-core probe of cuda-bench runs its MMAs: thread 0's sum equals a scalar m16n8k32 over the operands the
+// probe gives the 32 lanes of a warp (PTX fragment layouts: lane (g, t) holds A rows g / g + 8 at k 4t.. and
+// 16 + 4t.., B column g at the same k, C rows g / g + 8 at columns 2t, 2t + 1), times the 8 accumulators and the
+// iterations; bad arguments throw.
+TEST(CudaKernels, MmaProbeAccumulates) {
+  REQUIRE_GPU();
+  int A[16][32] = {}, B[32][8] = {};
+  auto bytes = [](uint32_t v, int* out) {
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<int8_t>(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t a0 = static_cast<uint32_t>(lane) * 0x01010101u;
+    int v[4];
+    bytes(a0, v);
+    for (int i = 0; i < 4; ++i) A[g][4 * t + i] = v[i];
+    bytes(a0 ^ 0x11111111u, v);
+    for (int i = 0; i < 4; ++i) A[g + 8][4 * t + i] = v[i];
+    bytes(a0 ^ 0x22222222u, v);
+    for (int i = 0; i < 4; ++i) A[g][16 + 4 * t + i] = v[i];
+    bytes(a0 ^ 0x44444444u, v);
+    for (int i = 0; i < 4; ++i) A[g + 8][16 + 4 * t + i] = v[i];
+    bytes(a0 ^ 0x55555555u, v);
+    for (int i = 0; i < 4; ++i) B[4 * t + i][g] = v[i];
+    bytes(a0 ^ 0x2a2a2a2au, v);
+    for (int i = 0; i < 4; ++i) B[16 + 4 * t + i][g] = v[i];
+  }
+  auto c = [&](int r, int col) {
+    int s = 0;
+    for (int k = 0; k < 32; ++k) s += A[r][k] * B[k][col];
+    return s;
+  };
+  const int32_t one = 8 * (c(0, 0) + c(0, 1) + c(8, 0) + c(8, 1));  // thread 0, one iteration
+  DevBuf<int32_t> s1(4), s3(4);
+  cuda::mma_s8_probe(4, 8, 1, s1.p, nullptr);
+  cuda::mma_s8_probe(4, 8, 3, s3.p, nullptr);
+  const auto a = s1.down(), b = s3.down();
+  ASSERT_NE(one, 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(a[i], one) << i;
+    EXPECT_EQ(b[i], 3 * one) << i;
+  }
+  EXPECT_THROW(cuda::mma_s8_probe(0, 8, 1, s1.p, nullptr), Error);
+  EXPECT_THROW(cuda::mma_s8_probe(1, 33, 1, s1.p, nullptr), Error);
+}
+
 // A chain of dependent kernels (norm + quantization -> ternary GEMV with residual add -> fused GLU norm -> ...) on
 // a stream with programmatic dependent launch, plain and captured in a graph, equals the same chain launched
 // ordinarily (no kernel may read its predecessor's output early).
