@@ -14,8 +14,8 @@
 // partners in lanes sub and sub ^ 4), with an online-softmax state (running max, sum of exponentials, weighted V
 // sum); the 4 states are merged by shuffles. One chunk: the block writes the output. Several: each block writes
 // its partial state and the last block of the (row, head group) to finish merges them in chunk order (an atomic
-// counter that it resets, so graphs replay). The float operations are spelled out (no contraction left to the compiler), so the
-// fused and the unfused kernel give the same bits.
+// counter that it resets, so graphs replay). The float operations are spelled out (no contraction left to the
+// compiler), so the fused and the unfused kernel give the same bits.
 //
 // The chunk holding the new position pos[r] starts group 0's state with it. FUSED (decode steps): RoPE of q and
 // of the new k at pos[r] from the tables (rope_kv_write's float operations), the new k and v rounded to the pool's

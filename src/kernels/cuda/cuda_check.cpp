@@ -35,12 +35,23 @@ bool device_supports_pdl() {
 }  // namespace
 
 int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+  // Asked once per device: the launchers call it on every launch.
+  static std::atomic<int> known[64];  // 0: not asked yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    if (const int k = known[dev].load(std::memory_order_relaxed)) return k;
+  }
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
     cudaGetLastError();
     sms = 132;
   }
+  if (cached) known[dev].store(sms, std::memory_order_relaxed);
   return sms;
 }
 

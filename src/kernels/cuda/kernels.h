@@ -29,7 +29,7 @@ void check_launch(const char* what);
 /// overlap it; results are unchanged). Process-wide; set it before capturing graphs.
 void set_dependent_launch(bool on);
 bool dependent_launch();
-/// Multiprocessors of the current device (132, an H100 / H200's, when the attribute cannot be read).
+/// Multiprocessors of the current device, asked once per device (132, an H100 / H200's, when it cannot be read).
 int sm_count();
 
 /// Per-row dequantization of a ternary projection's int32 results and where they go.

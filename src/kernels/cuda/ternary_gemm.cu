@@ -69,7 +69,7 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, ui
 // Stores tokens mm_begin .. + count - 1 (of the tile at m0) x the tile's 128 rows at n0 through the epilogue:
 // sum(mm, rr) gives the int32 sums of rows rr .. rr + 3 of token mm. Each thread takes 4 groups of 4 rows at a time
 // and issues all their loads (sums, sumq, inv_s, the residual) before its first store, so a thread waits on one
-// round trip per 16 outputs instead of one per output; the float operations are store_result's (the same bits).
+// round trip per 16 outputs instead of one per output; the values are store_result's (epilogue_value).
 template <class Sum>
 __device__ __forceinline__ void store_tile(const Epi& ep, int n, int M, int m0, int mm_begin, int count, int n0,
                                            const int32_t* __restrict__ sumq, const float* __restrict__ inv_s,
@@ -102,20 +102,12 @@ __device__ __forceinline__ void store_tile(const Epi& ep, int n, int M, int m0, 
         for (int q = 0; q < 4 && row + q < n; ++q) store_result(ep, n, m, row + q, e[q], is[u]);
         continue;
       }
-      float r[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int rw = row + q;
-        const float sc = rw < ep.e0 ? ep.s0 : (rw < ep.e1 ? ep.s1 : ep.s2);
-        r[q] = __fmul_rn(__fmul_rn(static_cast<float>(e[q]), is[u]), sc);
-      }
-      if (ep.add) {
-        r[0] = __fadd_rn(old[u].x, r[0]);
-        r[1] = __fadd_rn(old[u].y, r[1]);
-        r[2] = __fadd_rn(old[u].z, r[2]);
-        r[3] = __fadd_rn(old[u].w, r[3]);
-      }
-      *reinterpret_cast<float4*>(ep.y + static_cast<int64_t>(m) * ep.ldy + row) = make_float4(r[0], r[1], r[2], r[3]);
+      float4 r = make_float4(epilogue_value(ep, row, e[0], is[u]), epilogue_value(ep, row + 1, e[1], is[u]),
+                             epilogue_value(ep, row + 2, e[2], is[u]), epilogue_value(ep, row + 3, e[3], is[u]));
+      if (ep.add)
+        r = make_float4(__fadd_rn(old[u].x, r.x), __fadd_rn(old[u].y, r.y), __fadd_rn(old[u].z, r.z),
+                        __fadd_rn(old[u].w, r.w));
+      *reinterpret_cast<float4*>(ep.y + static_cast<int64_t>(m) * ep.ldy + row) = r;
     }
   }
 }
@@ -276,7 +268,7 @@ bool tiled_gemm_supported() {
 }
 
 int tiled_gemm_split_for(int np, int M, int kp) {
-  static const int sms = sm_count();
+  const int sms = sm_count();
   const int64_t blocks = static_cast<int64_t>((np + kBN - 1) / kBN) * ((M + kBM - 1) / kBM);
   const int stages = (kp / 64 + 1) / 2;
   int S = 1;

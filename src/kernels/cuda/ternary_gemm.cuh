@@ -12,7 +12,7 @@ namespace tritium::cuda {
 
 /// y[m, row] = epilogue(sum_k w[row, k] x[m, k]) for tc2 weights w [np, kp / 16] words (np a multiple of 64,
 /// kp of 64), int8 activations xq [M, kp] (zero past k), their row sums sumq [M] and multipliers inv_s [M].
-/// Blocks of 8 warps take 128 weight rows x 64 tokens; K runs in stages of 128 through a 4-deep cp.async pipeline,
+/// Blocks of 8 warps take 128 weight rows x 64 tokens; K runs in stages of 128 through a 6-deep cp.async pipeline,
 /// split over `split` blocks of a cluster (0 = tiled_gemm_split_for) whose partial sums meet in distributed shared
 /// memory. pdl: launched with programmatic dependent launch (the weights of the first stages are requested before
 /// the wait). Exact int32 sums, the epilogue of store_result. Needs sm_90 (clusters).
