@@ -271,8 +271,9 @@ int tiled_gemm_split_for(int np, int M, int kp) {
   const int sms = sm_count();
   const int64_t blocks = static_cast<int64_t>((np + kBN - 1) / kBN) * ((M + kBM - 1) / kBM);
   const int stages = (kp / 64 + 1) / 2;
+  // Double the split while the blocks do not yet fill the SMs and each block keeps at least 4 stages after it.
   int S = 1;
-  while (S < kMaxSplit && blocks * S < sms && stages >= 4 * S) S *= 2;
+  while (S < kMaxSplit && blocks * S < sms && stages >= 8 * S) S *= 2;
   return S;
 }
 

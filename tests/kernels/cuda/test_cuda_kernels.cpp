@@ -181,6 +181,37 @@ cuda::TernaryEpilogue segmented_epilogue(float* y, int n = kProjRows, int ldy = 
 
 }  // namespace
 
+// The tiled GEMM's automatic K split (no GPU needed: sm_count() answers 132 without one): the fewest blocks of a
+// cluster that fill the SMs, stopping where a block would keep fewer than 4 stages of 128 k. On an H100 / H200 the 2B4T
+// shapes at 64 tokens take: o and qkv 4 (20 stages: 8 would leave blocks of 2-3 stages, measured 15-17% slower),
+// down 8 (54 stages), gate_up 2 (108 row tiles).
+TEST(CudaKernels, TiledGemmSplitKeepsFourStages) {
+  const int sms = cuda::sm_count();
+  for (int np : {64, 2560, 3840, 6912, 13824}) {
+    for (int kp : {64, 256, 512, 2560, 6912, 8192}) {
+      for (int M : {17, 64, 100, 256, 512}) {
+        const int S = cuda::tiled_gemm_split_for(np, M, kp);
+        const int64_t blocks = static_cast<int64_t>((np + 127) / 128) * ((M + 63) / 64);
+        const int stages = (kp / 64 + 1) / 2;
+        ASSERT_TRUE(S == 1 || S == 2 || S == 4 || S == 8) << S;
+        if (S > 1) {
+          EXPECT_GE(stages / S, 4) << np << "x" << kp << " M=" << M << " S=" << S;  // every block keeps 4 stages
+          EXPECT_LT(blocks * (S / 2), sms) << np << "x" << kp << " M=" << M;      // the smaller split left SMs idle
+        }
+        if (S < 8) {  // a larger split would fill more SMs and keep 4 stages per block: it should have been taken
+          EXPECT_TRUE(blocks * S >= sms || stages < 8 * S) << np << "x" << kp << " M=" << M << " S=" << S;
+        }
+      }
+    }
+  }
+  if (sms == 132) {
+    EXPECT_EQ(cuda::tiled_gemm_split_for(2560, 64, 2560), 4);   // o
+    EXPECT_EQ(cuda::tiled_gemm_split_for(3840, 64, 2560), 4);   // qkv
+    EXPECT_EQ(cuda::tiled_gemm_split_for(2560, 64, 6912), 8);   // down
+    EXPECT_EQ(cuda::tiled_gemm_split_for(13824, 64, 2560), 2);  // gate_up
+  }
+}
+
 // Integer GEMVs (dp4a with 8, 16 and 32 lanes per row; int8 MMA with 4 and 8 warps per 16 rows), the GEMMs (int8
 // MMA; on sm_90 the tiled GEMM with its K split over 1-8 blocks of a cluster, partial token tiles and stages, more
 // blocks than stages) and the automatic choice against a scalar int32 reference.
