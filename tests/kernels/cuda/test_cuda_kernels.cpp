@@ -183,7 +183,7 @@ cuda::TernaryEpilogue segmented_epilogue(float* y, int n = kProjRows, int ldy = 
 
 // The tiled GEMM's automatic K split (no GPU needed: sm_count() answers 132 without one): the fewest blocks of a
 // cluster that fill the SMs, stopping where a block would keep fewer than 4 stages of 128 k. On an H100 / H200 the 2B4T
-// shapes at 64 tokens take: o and qkv 4 (20 stages: 8 would leave blocks of 2-3 stages, measured 15-17% slower),
+// shapes at 64 tokens take: o and qkv 4 (20 stages: 8 leaves blocks of 2-3 stages, 1.18x / 1.19x the time),
 // down 8 (54 stages), gate_up 2 (108 row tiles).
 TEST(CudaKernels, TiledGemmSplitKeepsFourStages) {
   const int sms = cuda::sm_count();
