@@ -9,12 +9,13 @@
 // (grid z): each block multiplies its share of the stages, the partial sums meet through distributed shared memory
 // (block z adds up the S partials of tokens z BM / S .. and applies the epilogue), so the sums stay exact int32.
 //
-// The k order inside one MMA is free as long as A and B agree. Thread (g, t) of a warp takes word t of its weight
-// rows' chunk (k = 16 t .. 16 t + 15 of the chunk): code groups 0 / 1 (k 16t + 0..3 / 4..7) are the B registers of
-// the chunk's first MMA, groups 2 / 3 (k 16t + 8..11 / 12..15) those of the second; the matching activations are
-// the 16 bytes of the token row at 16 t: bytes 0-3 / 4-7 are A's k-slot 4t / 16 + 4t registers of the first MMA,
-// bytes 8-11 / 12-15 of the second. Codes c = w + 1 in {0, 1, 2} are multiplied as signed bytes and the row sum of
-// the activations is subtracted at the end: sum_k w x = sum_k c x - sum_k x, exact in int32.
+// Operands of one m16n8k32 MMA (k in natural order): the activation fragment comes from one ldmatrix.x4 (matrices:
+// tokens 0-7 / 8-15 x k 0-15, then the same tokens x k 16-31), so thread (g, t) holds bytes k 4t .. 4t + 3 and
+// 16 + 4t .. of tokens g and g + 8 in the registers the MMA reads, with no register moves. The matching weights are
+// code group t of the two tc2 words of the 32 k ((word >> 2t) & 0x03030303: k 16 w + 4t .. + 3): each thread reads
+// the four words of its weight row's 64-wide chunk with one 16-byte load and decodes its own group of each. Codes
+// c = w + 1 in {0, 1, 2} are multiplied as signed bytes and the row sum of the activations is subtracted at the end:
+// sum_k w x = sum_k c x - sum_k x, exact in int32.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -32,13 +33,13 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr uint32_t kMask = 0x03030303u;
-constexpr int kStages = 6;  // 5 stages in flight, 110.6 KB: two blocks per SM
+constexpr int kStages = 6;  // 5 stages in flight, 92.2 KB: two blocks per SM
 constexpr int kBM = 64, kBN = 128, kThreads = 256;
 constexpr int kStageK = 128;   // k per stage: two 64-wide chunks
-constexpr int kXStride = 192;  // bytes per token row of an activation tile: 128 + 64, so the 16-byte reads of lanes
-                               // (g, t) and (g + 1, t) fall in different halves of the 32 banks
-constexpr int kWStride = 12;   // words per weight row of a weight tile: 8 + 4, so the 8 rows x 4 words a warp reads
-                               // fall in 32 different banks
+constexpr int kXStride = 144;  // bytes per token row of an activation tile: 128 + 16, so the 8 rows of 16 bytes an
+                               // ldmatrix phase reads fall in 8 different groups of 4 banks
+constexpr int kWStride = 12;   // words per weight row of a weight tile: 8 + 4, so the 16-byte reads of rows g and
+                               // g + 1 (one phase) fall in different banks
 constexpr int kXBytes = kBM * kXStride, kWBytes = kBN * kWStride * 4, kStageBytes = kXBytes + kWBytes;
 constexpr int kRS = kBN + 8;   // row stride (ints) of the block's partial sums
 constexpr int kSmem = kStages * kStageBytes;
@@ -56,6 +57,16 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Four 8 x 16-byte matrices of shared memory: lanes 8i .. 8i + 7 give the row addresses of matrix i, thread
+// (g, t) receives bytes 4t .. 4t + 3 of row g of each.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
 // Not volatile (no side effects): the compiler may schedule the MMAs among the loads.
 __device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
@@ -70,10 +81,11 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, ui
 // sum(mm, rr) gives the int32 sums of rows rr .. rr + 3 of token mm. Each thread takes 4 groups of 4 rows at a time
 // and issues all their loads (sums, sumq, inv_s, the residual) before its first store, so a thread waits on one
 // round trip per 16 outputs instead of one per output; the values are store_result's (epilogue_value).
-template <class Sum>
+// after_loads() runs once per pass of 4 x 256 groups, between its loads and its stores.
+template <class Sum, class AfterLoads>
 __device__ __forceinline__ void store_tile(const Epi& ep, int n, int M, int m0, int mm_begin, int count, int n0,
                                            const int32_t* __restrict__ sumq, const float* __restrict__ inv_s,
-                                           Sum sum) {
+                                           Sum sum, AfterLoads after_loads) {
   constexpr int kGroups = kBN / 4, kU = 4;
   const bool vec = ep.acc_out == nullptr && ep.ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(ep.y) & 15) == 0;
   for (int base = 0; base < count * kGroups; base += kU * kThreads) {
@@ -92,6 +104,7 @@ __device__ __forceinline__ void store_tile(const Epi& ep, int n, int M, int m0, 
       if (vec && ep.add && row + 3 < n)
         old[u] = *reinterpret_cast<const float4*>(ep.y + static_cast<int64_t>(m) * ep.ldy + row);
     }
+    after_loads();
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int i = base + u * kThreads + static_cast<int>(threadIdx.x), mm = mm_begin + i / kGroups,
@@ -177,36 +190,33 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
       }
       cp_async_commit();
     }
-    const unsigned char* xs = smem + (it % kStages) * kStageBytes + (32 * wm + g) * kXStride + t * 16;
+    // This lane's ldmatrix row: token 32 wm + (lane & 7) + 8 (matrix & 1), bytes 16 (matrix >> 1) of the 32 k.
+    const unsigned char* xs = smem + (it % kStages) * kStageBytes +
+                              (32 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)) * kXStride + 16 * (lane >> 4);
     const uint32_t* ws = reinterpret_cast<const uint32_t*>(smem + (it % kStages) * kStageBytes + kXBytes) +
-                         (32 * wn + g) * kWStride + t;
+                         (32 * wn + g) * kWStride;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       if (2 * (s_begin + it) + c >= nch) break;  // the row's last chunk (uniform over the block)
-      uint32_t b[4][4];
+      uint4 wd[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t word = ws[8 * j * kWStride + 4 * c];
-        b[j][0] = word & kMask;
-        b[j][1] = (word >> 2) & kMask;
-        b[j][2] = (word >> 4) & kMask;
-        b[j][3] = (word >> 6) & kMask;
+      for (int j = 0; j < 4; ++j) wd[j] = *reinterpret_cast<const uint4*>(ws + 8 * j * kWStride + 4 * c);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // k 32 h .. 32 h + 31 of the chunk: words 2h and 2h + 1
+        uint32_t a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) ldsm_x4(a[i], xs + 16 * i * kXStride + 64 * c + 32 * h);
+        uint32_t b[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          b[j][0] = ((h ? wd[j].z : wd[j].x) >> (2 * t)) & kMask;
+          b[j][1] = ((h ? wd[j].w : wd[j].y) >> (2 * t)) & kMask;
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
       }
-      uint4 xa[2], xb[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        xa[i] = *reinterpret_cast<const uint4*>(xs + 16 * i * kXStride + 64 * c);
-        xb[i] = *reinterpret_cast<const uint4*>(xs + (16 * i + 8) * kXStride + 64 * c);
-      }
-      // The chunk's first MMA of all 8 tiles, then the second: 8 independent MMAs between two into one tile.
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j][0], b[j][1]);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j][2], b[j][3]);
     }
   }
   cp_async_wait<0>();
@@ -225,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
     __syncthreads();
     store_tile(ep, n, M, m0, 0, kBM, n0, sumq, inv_s, [&](int mm, int rr) {
       return *reinterpret_cast<const int4*>(red + mm * kRS + rr);
-    });
+    }, [] {});
     return;
   }
   // Split K: block z of the cluster adds up the S partial tiles over its tokens (in block order) and stores them.
@@ -244,8 +254,14 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
       v.w += p.w;
     }
     return v;
+  }, [] {
+    // A block's tokens (BM / S <= 32) x 32 groups take one pass, so every thread arrives exactly once, after its
+    // last read of the other blocks' shared memory (release orders those reads) and before its global stores, which
+    // the exit barrier then does not wait for.
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   });
-  cluster.sync();  // no block leaves while another reads its shared memory
+  // No block leaves while another still reads its shared memory.
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 }  // namespace
