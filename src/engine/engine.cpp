@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 
 namespace tritium {
@@ -332,9 +333,11 @@ void Engine::finish(Req& r, const std::string& reason, const std::string& error)
     metrics_.e2e_request_latency_seconds.observe(std::chrono::duration<double>(Clock::now() - r.arrival).count());
     ++metrics_.request_success_total[reason];
   }
-  r.handle->push(std::move(o));
+  emit(r.handle, std::move(o));
   const uint64_t id = r.id;
   reqs_.erase(id);  // destroys r
+  // The gauges follow before the count drops: whoever sees no unfinished request also sees its blocks freed.
+  update_gauges();
   --unfinished_;
 }
 
@@ -381,15 +384,21 @@ void Engine::on_token(Req& r, int32_t tok, TokenLogprob* lp) {
   }
   if (reason.empty()) {
     r.seq.tokens.push_back(tok);  // fed back next step
-    r.handle->push(std::move(o));
+    emit(r.handle, std::move(o));
     return;
   }
   // This token's data goes out first, then finish() pushes the closing event (flushed text, reason, usage).
-  r.handle->push(std::move(o));
+  emit(r.handle, std::move(o));
   finish(r, reason);
 }
 
 bool Engine::step() {
+  const bool more = step_once();
+  flush_outbox();  // the events of the early returns (no chunks, a failed forward)
+  return more;
+}
+
+bool Engine::step_once() {
   const auto t_begin = Clock::now();
   ingest();
   SchedulerOutput out = sched_->schedule();
@@ -479,6 +488,7 @@ bool Engine::step() {
   } else {
     sample_on_host(out);
   }
+  flush_outbox();
   {
     using Sec = std::chrono::duration<double>;
     const auto t_end = Clock::now();
@@ -492,6 +502,39 @@ bool Engine::step() {
   }
   update_gauges();
   return sched_->has_work();
+}
+
+void Engine::emit(const std::shared_ptr<RequestHandle>& h, RequestOutput o) {
+  outbox_.push_back(Event{h, std::move(o)});
+}
+
+void Engine::flush_outbox() {
+  if (outbox_.empty()) return;
+  if (async_output_) {
+    {
+      std::lock_guard<std::mutex> lk(out_mu_);
+      if (out_q_.empty()) out_q_.swap(outbox_);
+      else std::move(outbox_.begin(), outbox_.end(), std::back_inserter(out_q_));
+    }
+    out_cv_.notify_one();
+  } else {
+    for (Event& e : outbox_) e.handle->push(std::move(e.out));
+  }
+  outbox_.clear();
+}
+
+void Engine::output_loop() {
+  std::vector<Event> batch;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lk(out_mu_);
+      out_cv_.wait(lk, [&] { return out_stop_ || !out_q_.empty(); });
+      if (out_q_.empty()) break;  // stopping, and everything was pushed
+      batch.swap(out_q_);
+    }
+    for (Event& e : batch) e.handle->push(std::move(e.out));
+    batch.clear();
+  }
 }
 
 bool Engine::device_sampling_step(const SchedulerOutput& out) const {
@@ -557,7 +600,7 @@ void Engine::sample_on_host(const SchedulerOutput& out) {
         RequestOutput o;
         o.prompt_logprobs = std::move(r.prompt_lps);
         r.prompt_lps_sent = true;
-        r.handle->push(std::move(o));
+        emit(r.handle, std::move(o));
       }
       finish(r, "length");
       continue;
@@ -620,6 +663,7 @@ void Engine::loop() {
   std::vector<uint64_t> ids;
   for (auto& [id, r] : reqs_) ids.push_back(id);
   for (uint64_t id : ids) finish(*reqs_.at(id), "abort");
+  flush_outbox();
   update_gauges();
 }
 
@@ -627,6 +671,9 @@ void Engine::start() {
   std::lock_guard<std::mutex> lk(mu_);
   if (thread_.joinable()) return;
   stop_ = false;
+  out_stop_ = false;
+  async_output_ = true;
+  out_thread_ = std::thread([this] { output_loop(); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -637,6 +684,15 @@ void Engine::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (out_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(out_mu_);
+      out_stop_ = true;
+    }
+    out_cv_.notify_one();
+    out_thread_.join();  // after the last events (the loop's final aborts) were pushed
+  }
+  async_output_ = false;
 }
 
 }  // namespace tritium

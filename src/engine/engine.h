@@ -2,7 +2,9 @@
 //
 // Each step: schedule (engine/scheduler.h) -> one Backend::forward over the mixed batch of decode tokens and
 // prefill chunks -> sample the sequences whose last token was computed -> detokenize -> stop checks -> push
-// events to each request's stream. The engine is device-agnostic: it only drives Backend::forward and a
+// events to each request's stream. With the background loop running, the events of a step go to the requests'
+// streams from a second thread (the output thread), so the wake-ups of the readers (one post to the HTTP event loop
+// per stream) do not delay the next step. The engine is device-agnostic: it only drives Backend::forward and a
 // KvCache. Requests come from any thread (add_request / abort); steps run either on the engine's own background
 // thread (start/stop) or synchronously through step() (tests, offline use).
 #pragma once
@@ -99,7 +101,7 @@ class RequestHandle {
   /// reason and usage.
   RequestOutput wait_all();
   void push(RequestOutput o);
-  /// Calls fn (on the engine's thread, under the handle's lock: it must only post work elsewhere) after every
+  /// Calls fn (on the engine's output thread, under the handle's lock: it must only post work elsewhere) after every
   /// push, and once now when events are already waiting. nullptr clears it; after set_notify returns, the old
   /// function is not running and is not called again. For event-driven readers (the HTTP server).
   void set_notify(std::function<void()> fn);
@@ -166,6 +168,7 @@ class Engine {
  private:
   struct Req;
   void ingest();
+  bool step_once();
   void finish(Req& r, const std::string& reason, const std::string& error = {});
   void on_token(Req& r, int32_t tok, TokenLogprob* lp);
   bool grammar_done(Req& r, int32_t tok);
@@ -178,6 +181,12 @@ class Engine {
   void sample_on_device(const SchedulerOutput& out, std::vector<SampledToken>& sampled);
   void loop();
   void update_gauges();
+  /// Queues an event for a request's stream (engine thread); flush_outbox() hands a step's events on.
+  void emit(const std::shared_ptr<RequestHandle>& h, RequestOutput o);
+  /// Gives the queued events to the output thread, or pushes them now when the background loop is not running
+  /// (step() called synchronously: its events are in the streams when it returns).
+  void flush_outbox();
+  void output_loop();
 
   Backend& backend_;
   const Tokenizer& tok_;
@@ -197,6 +206,12 @@ class Engine {
   std::vector<std::vector<uint64_t>> allows_; // allow mask of each row (rows_[i].allowed points here)
   std::vector<char> no_token_left_;           // the row's constraints exclude every token: it ends with an error
   std::vector<SampledToken> sampled_;
+  struct Event {
+    std::shared_ptr<RequestHandle> handle;
+    RequestOutput out;
+  };
+  std::vector<Event> outbox_;  // this step's events, in order
+  bool async_output_ = false;  // the output thread runs (set by start() before the loop starts, reset by stop())
 
   // Shared state.
   mutable std::mutex mu_;
@@ -208,6 +223,12 @@ class Engine {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> unfinished_{0};
   std::thread thread_;
+  // The output thread: pushes the events the engine thread hands over, in order.
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::vector<Event> out_q_;
+  bool out_stop_ = false;
+  std::thread out_thread_;
   mutable std::mutex metrics_mu_;
   EngineMetrics metrics_;
 };

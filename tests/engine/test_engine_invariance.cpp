@@ -506,6 +506,32 @@ TEST(EngineRequests, BackgroundLoopServesConcurrentClients) {
   EXPECT_EQ(got, ref);
 }
 
+// With the background loop, the events reach the streams from the output thread: stop() returns only after the
+// final events of the requests it aborts were pushed, and once no request is unfinished the gauges say so too.
+TEST(EngineRequests, BackgroundLoopDeliversEveryEventBeforeStopReturns) {
+  OneThread one;
+  const Loaded& m = bitnet();
+  Engine eng(*m.be, *m.tok, small_cfg());
+  eng.start();
+  auto prompts = make_prompts(*m.tok, 4);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const auto& p : prompts) hs.push_back(eng.add_request(greedy(p, 6)));
+  for (auto& h : hs) EXPECT_EQ(h->wait_all().finish_reason, "length");
+  while (eng.num_unfinished() > 0) std::this_thread::yield();
+  EXPECT_EQ(eng.metrics().num_requests_running, 0);
+  EXPECT_EQ(eng.metrics().kv_cache_usage_perc, 0.0);
+
+  auto longer = eng.add_request(greedy(prompts[0], 500));
+  RequestOutput ev;
+  ASSERT_TRUE(longer->next(ev, std::chrono::milliseconds(30000)));  // running
+  eng.stop();
+  RequestOutput all;
+  while (longer->next(ev, std::chrono::milliseconds(0))) append_output(all, std::move(ev));
+  EXPECT_TRUE(all.finished);
+  EXPECT_EQ(all.finish_reason, "abort");
+  EXPECT_EQ(eng.num_unfinished(), 0);
+}
+
 TEST(EngineKvDtypes, QuantizedCachesRunAndStayClose) {
   OneThread one;
   const Loaded& m = bitnet();
