@@ -10,9 +10,11 @@
 // copies the chunk's K and V rows of its KV head into shared memory a tile of T positions at a time (cp.async, all
 // of a tile's rows in flight at once, the next tile copied while the current one is attended), so the G warps
 // share one read of each row and a chunk costs one memory round trip instead of one per few positions. A warp is
-// 4 groups of 8 lanes; group j takes positions j, j + 4, ... of the chunk, each lane D / 8 dimensions (rotate_half
-// partners in lanes sub and sub ^ 4), with an online-softmax state (running max, sum of exponentials, weighted V
-// sum); the 4 states are merged by shuffles. One chunk: the block writes the output. Several: each block writes
+// 4 groups of 8 lanes, each lane D / 8 dimensions (two runs of D / 16, rotate_half partners in one lane); a tile is
+// attended in rounds of 32 positions, 8 per group: each lane forms its partial dot products of the 8 positions, a
+// butterfly of 7 shuffles leaves lane i the score of position i, and the group's online-softmax state (running max,
+// sum of exponentials, weighted V sum) is updated once per round (one rescale, one exponential per position). The 4
+// groups' states are merged by shuffles at the end of each chunk. One chunk: the block writes the output. Several: each block writes
 // its partial state and the last block of the (row, head group) to finish merges them in chunk order (an atomic
 // counter that it resets, so graphs replay). The float operations are spelled out (no contraction left to the
 // compiler), so the fused and the unfused kernel give the same bits.
@@ -59,17 +61,6 @@ __host__ __device__ constexpr int gqa_tile() {
   return t < 16 ? 16 : (t > 64 ? 64 : t);
 }
 
-// Online-softmax update of (m, l, o) with score s (already scaled) and value row v.
-template <int N>
-__device__ __forceinline__ void softmax_add(float& m, float& l, float (&o)[N], float s, const float* v) {
-  const float mn = fmaxf(m, s);
-  const float corr = expf(__fsub_rn(m, mn)), pe = expf(__fsub_rn(s, mn));
-  l = __fmaf_rn(l, corr, pe);
-#pragma unroll
-  for (int i = 0; i < N; ++i) o[i] = __fmaf_rn(o[i], corr, __fmul_rn(pe, v[i]));
-  m = mn;
-}
-
 // Dot product of a lane's DL dimensions, summed over the 8 lanes of its group.
 template <int N>
 __device__ __forceinline__ float group_dot(const float (&q)[N], const float* k) {
@@ -88,8 +79,8 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     const float* __restrict__ sin_t, const int32_t* __restrict__ pos, const int32_t* __restrict__ seq,
     const int32_t* __restrict__ bt, int btw, int bs, KT* __restrict__ kpool, KT* __restrict__ vpool,
     float* __restrict__ out, float scale, float kvs, const int32_t* __restrict__ row_list, float* __restrict__ part,
-    int* __restrict__ cnt) {
-  constexpr int DL = D / 8, T = gqa_tile<D, KT>(), RB = D * static_cast<int>(sizeof(KT)), PR = RB / 16;
+    int* __restrict__ cnt, int cpb) {
+  constexpr int DL = D / 8, DH = DL / 2, T = gqa_tile<D, KT>(), RB = D * static_cast<int>(sizeof(KT)), PR = RB / 16;
   static_assert(DL % 8 == 0, "head_dim must be a multiple of 64");
   static_assert(T % 4 == 0 && RB % 16 == 0, "tiles of whole groups and 16-byte pieces");
   __shared__ __align__(16) unsigned char tiles[2][2][T * RB];  // [buffer][K, V][position][D elements]
@@ -103,33 +94,40 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   // Metadata is not written by kernels: read before waiting for the previous kernel.
   const int p_new = pos[r], n_all = p_new + 1;
   const int chunk = gqa_chunk(n_all), active = (n_all + chunk - 1) / chunk;
-  if (z >= active) {
+  const int nblk = (active + cpb - 1) / cpb;  // blocks of this row
+  if (z >= nblk) {
     pdl_trigger();
     return;
   }
-  const int p_begin = z * chunk, p_end = min(p_new, p_begin + chunk);  // pool positions of this block
-  const bool has_new = z == active - 1;
+  // Chunks c_begin .. c_end - 1, pool positions p_lo .. p_hi - 1 (contiguous: every chunk but the last is full).
+  const int c_begin = z * cpb, c_end = min(active, c_begin + cpb);
+  const int p_lo = c_begin * chunk, p_hi = min(p_new, c_end * chunk);
+  const bool has_new = c_end == active;
+  // Positions of the tile starting at tb: at most T, never past the end of tb's chunk.
+  auto tile_len = [&](int tb) { return min(T, min(p_hi, (tb / chunk + 1) * chunk) - tb); };
   const int32_t* table = bt + static_cast<int64_t>(seq[r]) * btw;
-  float cs[FUSED ? DL : 1], sn[FUSED ? DL : 1];
+  // Lane sub of a group holds dimensions d0 .. d0 + DH - 1 and d1 .. d1 + DH - 1 (rotate_half partners, the same
+  // cos / sin), so a group reads a K / V row as two runs of 8 consecutive pieces.
+  const int d0 = sub * DH, d1 = D / 2 + sub * DH;
+  float cs[FUSED ? DH : 1], sn[FUSED ? DH : 1];
   if constexpr (FUSED) {
-    const int64_t cb = static_cast<int64_t>(p_new) * (D / 2) + (sub % 4) * DL;
+    const int64_t cb = static_cast<int64_t>(p_new) * (D / 2) + d0;
 #pragma unroll
-    for (int i = 0; i < DL; ++i) cs[i] = cos_t[cb + i], sn[i] = sin_t[cb + i];
+    for (int i = 0; i < DH; ++i) cs[i] = cos_t[cb + i], sn[i] = sin_t[cb + i];
   }
-  const int64_t new_off =
-      (static_cast<int64_t>(table[p_new / bs]) * bs + p_new % bs) * kvd + kvh * D + sub * DL;
+  const int64_t new_off = (static_cast<int64_t>(table[p_new / bs]) * bs + p_new % bs) * kvd + kvh * D;
   // The first tile's pool blocks, read before the wait (the block tables are metadata), so that its copies start
   // right after it.
-  const int b0 = p_begin / bs;
-  const int nb0 = p_begin < p_end ? (min(p_begin + T, p_end) - 1) / bs - b0 + 1 : 0;
+  const int b0 = p_lo / bs;
+  const int nb0 = p_lo < p_hi ? (p_lo + tile_len(p_lo) - 1) / bs - b0 + 1 : 0;
   for (int i = threadIdx.x; i < nb0; i += blockDim.x) first_blocks[i] = table[b0 + i];
-  // Copies the K and V rows of positions tb .. min(tb + T, p_end) - 1 into buffer b (one commit group): thread
-  // i copies piece i % PR of every (blockDim / PR)-th row (PR and blockDim are powers of two, PR <= 32).
+  // Copies the K and V rows of the tile at tb into buffer b (one commit group): thread i copies piece i % PR of
+  // every (blockDim / PR)-th row (PR and blockDim are powers of two, PR <= 32).
   auto copy_tile = [&](int tb, int b) {
-    const int n = min(T, p_end - tb), c = threadIdx.x % PR;
+    const int n = tile_len(tb), c = threadIdx.x % PR;
     for (int j = threadIdx.x / PR; j < n; j += blockDim.x / PR) {
       const int p = tb + j;
-      const int blk = tb == p_begin ? first_blocks[p / bs - b0] : table[p / bs];
+      const int blk = tb == p_lo ? first_blocks[p / bs - b0] : table[p / bs];
       const int64_t off = (static_cast<int64_t>(blk) * bs + p % bs) * kvd + kvh * D;
       cp_async16(&tiles[b][0][j * RB + 16 * c], reinterpret_cast<const unsigned char*>(kpool + off) + 16 * c);
       cp_async16(&tiles[b][1][j * RB + 16 * c], reinterpret_cast<const unsigned char*>(vpool + off) + 16 * c);
@@ -139,28 +137,46 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   pdl_trigger();
   pdl_wait();
   __syncthreads();  // first_blocks
-  if (p_begin < p_end) copy_tile(p_begin, 0);
+  if (p_lo < p_hi) copy_tile(p_lo, 0);
   const float* row = qkv + static_cast<int64_t>(r) * ldq;
-  float qv[DL], kc[DL], vc[DL];
+  // Element i < DH of a lane's array is dimension d0 + i, element DH + i dimension d1 + i.
+  auto load_q = [&](const float* src, float (&v)[DL]) {
 #pragma unroll
-  for (int i = 0; i < DL; i += 4) {
-    const float4 a = __ldcg(reinterpret_cast<const float4*>(row + h * D + sub * DL + i));
-    qv[i] = a.x, qv[i + 1] = a.y, qv[i + 2] = a.z, qv[i + 3] = a.w;
-  }
-  if constexpr (FUSED) {
-#pragma unroll
-    for (int i = 0; i < DL; i += 4) {
-      const float4 b = __ldcg(reinterpret_cast<const float4*>(row + H * D + kvh * D + sub * DL + i));
-      const float4 c = __ldcg(reinterpret_cast<const float4*>(row + H * D + kvd + kvh * D + sub * DL + i));
-      kc[i] = b.x, kc[i + 1] = b.y, kc[i + 2] = b.z, kc[i + 3] = b.w;
-      vc[i] = c.x, vc[i + 1] = c.y, vc[i + 2] = c.z, vc[i + 3] = c.w;
+    for (int i = 0; i < DH; i += 4) {
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(src + d0 + i));
+      const float4 b = __ldcg(reinterpret_cast<const float4*>(src + d1 + i));
+      v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+      v[DH + i] = b.x, v[DH + i + 1] = b.y, v[DH + i + 2] = b.z, v[DH + i + 3] = b.w;
     }
+  };
+  auto load_kv = [&](const KT* src, float (&v)[DL]) {
+    float4 a[DH / 4], b[DH / 4];
+    if constexpr (DH % 8 == 0) {
+      KvIO<KT>::template load<DH>(src + d0, a, kvs);
+      KvIO<KT>::template load<DH>(src + d1, b, kvs);
+    } else {
+#pragma unroll
+      for (int i = 0; i < DH / 4; ++i) a[i] = KvIO<KT>::load4(src + d0 + 4 * i, kvs);
+#pragma unroll
+      for (int i = 0; i < DH / 4; ++i) b[i] = KvIO<KT>::load4(src + d1 + 4 * i, kvs);
+    }
+#pragma unroll
+    for (int i = 0; i < DH / 4; ++i) {
+      v[4 * i] = a[i].x, v[4 * i + 1] = a[i].y, v[4 * i + 2] = a[i].z, v[4 * i + 3] = a[i].w;
+      v[DH + 4 * i] = b[i].x, v[DH + 4 * i + 1] = b[i].y, v[DH + 4 * i + 2] = b[i].z, v[DH + 4 * i + 3] = b[i].w;
+    }
+  };
+  float qv[DL], kc[DL], vc[DL];
+  load_q(row + h * D, qv);
+  if constexpr (FUSED) {
+    load_q(row + H * D + kvh * D, kc);
+    load_q(row + H * D + kvd + kvh * D, vc);
     auto rope = [&](float (&v)[DL]) {
 #pragma unroll
-      for (int i = 0; i < DL; ++i) {
-        const float other = __shfl_xor_sync(0xffffffffu, v[i], 4);
-        v[i] = sub < 4 ? __fsub_rn(__fmul_rn(v[i], cs[i]), __fmul_rn(other, sn[i]))
-                       : __fadd_rn(__fmul_rn(v[i], cs[i]), __fmul_rn(other, sn[i]));
+      for (int i = 0; i < DH; ++i) {
+        const float x1 = v[i], x2 = v[DH + i];
+        v[i] = __fsub_rn(__fmul_rn(x1, cs[i]), __fmul_rn(x2, sn[i]));
+        v[DH + i] = __fadd_rn(__fmul_rn(x2, cs[i]), __fmul_rn(x1, sn[i]));
       }
     };
     rope(qv);
@@ -169,93 +185,149 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     for (int i = 0; i < DL; ++i) kc[i] = KvIO<KT>::round(kc[i], kvs), vc[i] = KvIO<KT>::round(vc[i], kvs);
     if (has_new && hg == 0 && warp == 0 && grp == 0) {  // one block per KV head writes the new position
 #pragma unroll
-      for (int i = 0; i < DL; ++i) {
-        KvIO<KT>::store(kpool + new_off + i, kc[i], kvs);
-        KvIO<KT>::store(vpool + new_off + i, vc[i], kvs);
+      for (int i = 0; i < DH; ++i) {
+        KvIO<KT>::store(kpool + new_off + d0 + i, kc[i], kvs);
+        KvIO<KT>::store(kpool + new_off + d1 + i, kc[DH + i], kvs);
+        KvIO<KT>::store(vpool + new_off + d0 + i, vc[i], kvs);
+        KvIO<KT>::store(vpool + new_off + d1 + i, vc[DH + i], kvs);
       }
     }
   } else if (has_new) {
-    float4 k4[DL / 4], v4[DL / 4];
-    KvIO<KT>::template load<DL>(kpool + new_off, k4, kvs);
-    KvIO<KT>::template load<DL>(vpool + new_off, v4, kvs);
-#pragma unroll
-    for (int i = 0; i < DL / 4; ++i) {
-      kc[4 * i] = k4[i].x, kc[4 * i + 1] = k4[i].y, kc[4 * i + 2] = k4[i].z, kc[4 * i + 3] = k4[i].w;
-      vc[4 * i] = v4[i].x, vc[4 * i + 1] = v4[i].y, vc[4 * i + 2] = v4[i].z, vc[4 * i + 3] = v4[i].w;
-    }
+    load_kv(kpool + new_off, kc);
+    load_kv(vpool + new_off, vc);
   }
-  float m = -INFINITY, l = 0.0f, o[DL];
-#pragma unroll
-  for (int i = 0; i < DL; ++i) o[i] = 0.0f;
-  if (has_new) {  // warp-uniform: the new position first, in group 0's state
-    const float sc = __fmul_rn(group_dot(qv, kc), scale);
-    if (grp == 0) softmax_add(m, l, o, sc, vc);
-  }
-  // Tile by tile (the loop bounds are uniform over the block, so every lane reaches the shuffles and barriers);
-  // positions past the end are masked.
-  for (int tb = p_begin, it = 0; tb < p_end; tb += T, ++it) {
-    if (tb + T < p_end) {
-      copy_tile(tb + T, (it + 1) & 1);
-    } else {
-      cp_async_commit();  // an empty group, so that wait_group 1 always means "tile it has landed"
-    }
-    cp_async_wait1();
-    __syncthreads();
-    const unsigned char* kt = tiles[it & 1][0];
-    const unsigned char* vt = tiles[it & 1][1];
-#pragma unroll 2
-    for (int u = 0; u < T / 4; ++u) {
-      const int j = grp + 4 * u, p = tb + j;
-      float4 kk[DL / 4], vv[DL / 4];
-      if (p < p_end) {
-        KvIO<KT>::template load<DL>(reinterpret_cast<const KT*>(kt + j * RB) + sub * DL, kk, kvs);
-        KvIO<KT>::template load<DL>(reinterpret_cast<const KT*>(vt + j * RB) + sub * DL, vv, kvs);
-      }
-      const float s = __fmul_rn(group_dot(qv, reinterpret_cast<const float*>(kk)), scale);
-      if (p < p_end) softmax_add(m, l, o, s, reinterpret_cast<const float*>(vv));
-    }
-    __syncthreads();  // buffer it & 1 is free for tile it + 2
-  }
-  // Merge the 4 groups (lanes sub, sub + 8, sub + 16, sub + 24); an empty state (l = 0, m = -inf) weighs 0.
-#pragma unroll
-  for (int off = 8; off <= 16; off *= 2) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
-    const float mn = fmaxf(m, m2);
-    const float c1 = l == 0.0f ? 0.0f : expf(__fsub_rn(m, mn)), c2 = l2 == 0.0f ? 0.0f : expf(__fsub_rn(m2, mn));
-#pragma unroll
-    for (int i = 0; i < DL; ++i) {
-      const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
-      o[i] = __fmaf_rn(o[i], c1, __fmul_rn(o2, c2));
-    }
-    l = __fmaf_rn(l, c1, __fmul_rn(l2, c2));
-    m = mn;
-  }
+  // The new position's score (every lane: the dot product shuffles); it opens group 0's state of the last chunk.
+  const float s_new = has_new ? __fmul_rn(group_dot(qv, kc), scale) : 0.0f;
+  const int64_t rh = static_cast<int64_t>(blockIdx.x) * H + h;
   float* op = out + static_cast<int64_t>(r) * H * D + h * D;
-  if (active == 1) {
+  // Chunk by chunk, tile by tile (the loop bounds are uniform over the block, so every lane reaches the shuffles and
+  // barriers; positions past a tile's end are masked); the next tile, possibly the next chunk's first, is copied
+  // while the current one is attended.
+  int tb = p_lo, it = 0;
+  for (int c = c_begin; c < c_end; ++c) {
+    const int ce = min(p_new, (c + 1) * chunk);
+    // Group state: running max m and sum l (the same in the group's 8 lanes), the lane's dimensions of the weighted
+    // V sum o. The last chunk's group 0 starts with the new position (softmax of one score: weight 1).
+    const bool opens = c == active - 1 && grp == 0;
+    float m = opens ? s_new : -INFINITY, l = opens ? 1.0f : 0.0f, o[DL];
+#pragma unroll
+    for (int i = 0; i < DL; ++i) o[i] = opens ? vc[i] : 0.0f;
+    for (; tb < ce; ++it) {
+      const int n = tile_len(tb), nx = tb + n;
+      if (nx < p_hi) {
+        copy_tile(nx, (it + 1) & 1);
+      } else {
+        cp_async_commit();  // an empty group, so that wait_group 1 always means "tile it has landed"
+      }
+      cp_async_wait1();
+      __syncthreads();
+      const unsigned char* kt = tiles[it & 1][0];
+      const unsigned char* vt = tiles[it & 1][1];
+      // Rounds of 32 positions: group grp takes positions base .. base + 7.
+      for (int rb = 0; rb < n; rb += 32) {
+        const int base = rb + 8 * grp;
+        // The lane's partial dot products of the 8 positions, then a butterfly that leaves lane sub the group's
+        // sum for position base + sub (7 shuffles for 8 scores).
+        float d[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          d[i] = 0.0f;
+          if (base + i < n) {
+            float kf[DL];
+            load_kv(reinterpret_cast<const KT*>(kt + (base + i) * RB), kf);
+            float a = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DL; ++k) a = __fmaf_rn(qv[k], kf[k], a);
+            d[i] = a;
+          }
+        }
+#pragma unroll
+        for (int w = 4; w >= 1; w >>= 1) {  // keep the half of the values this lane's bit w selects
+          const bool upper = sub & w;
+#pragma unroll
+          for (int k = 0; k < w; ++k) {
+            const float keep = upper ? d[k + w] : d[k], send = upper ? d[k] : d[k + w];
+            d[k] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, w));
+          }
+        }
+        const bool valid = base + sub < n;
+        const float sc = valid ? __fmul_rn(d[0], scale) : -INFINITY;
+        float mt = sc;
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 4));
+        const float mn = fmaxf(m, mt);
+        const float corr = mn == -INFINITY ? 1.0f : expf(__fsub_rn(m, mn));
+        const float pe = valid ? expf(__fsub_rn(sc, mn)) : 0.0f;
+        float ps = pe;
+        ps = __fadd_rn(ps, __shfl_xor_sync(0xffffffffu, ps, 1));
+        ps = __fadd_rn(ps, __shfl_xor_sync(0xffffffffu, ps, 2));
+        ps = __fadd_rn(ps, __shfl_xor_sync(0xffffffffu, ps, 4));
+        l = __fmaf_rn(l, corr, ps);
+        m = mn;
+#pragma unroll
+        for (int k = 0; k < DL; ++k) o[k] = __fmul_rn(o[k], corr);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float pi = __shfl_sync(0xffffffffu, pe, (lane & ~7) | i);
+          if (base + i < n) {
+            float vf[DL];
+            load_kv(reinterpret_cast<const KT*>(vt + (base + i) * RB), vf);
+#pragma unroll
+            for (int k = 0; k < DL; ++k) o[k] = __fmaf_rn(pi, vf[k], o[k]);
+          }
+        }
+      }
+      __syncthreads();  // buffer it & 1 is free for tile it + 2
+      tb = nx;
+    }
+    // Merge the 4 groups (lanes sub, sub + 8, sub + 16, sub + 24); an empty state (l = 0, m = -inf) weighs 0.
+#pragma unroll
+    for (int off = 8; off <= 16; off *= 2) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
+      const float mn = fmaxf(m, m2);
+      const float c1 = l == 0.0f ? 0.0f : expf(__fsub_rn(m, mn)), c2 = l2 == 0.0f ? 0.0f : expf(__fsub_rn(m2, mn));
+#pragma unroll
+      for (int i = 0; i < DL; ++i) {
+        const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+        o[i] = __fmaf_rn(o[i], c1, __fmul_rn(o2, c2));
+      }
+      l = __fmaf_rn(l, c1, __fmul_rn(l2, c2));
+      m = mn;
+    }
+    if (active == 1) {  // one chunk: the output itself
+      if (grp == 0) {
+#pragma unroll
+        for (int i = 0; i < DH; i += 4) {
+          *reinterpret_cast<float4*>(op + d0 + i) = make_float4(__fdiv_rn(o[i], l), __fdiv_rn(o[i + 1], l),
+                                                                __fdiv_rn(o[i + 2], l), __fdiv_rn(o[i + 3], l));
+          *reinterpret_cast<float4*>(op + d1 + i) =
+              make_float4(__fdiv_rn(o[DH + i], l), __fdiv_rn(o[DH + i + 1], l), __fdiv_rn(o[DH + i + 2], l),
+                          __fdiv_rn(o[DH + i + 3], l));
+        }
+      }
+      return;
+    }
+    // Partial state of chunk c for head h: O [D] (relative to its max), max, sum.
+    float* pp = part + (rh * kAttentionMaxSplit + c) * (D + 2);
     if (grp == 0) {
 #pragma unroll
-      for (int i = 0; i < DL; i += 4)
-        *reinterpret_cast<float4*>(op + sub * DL + i) =
-            make_float4(__fdiv_rn(o[i], l), __fdiv_rn(o[i + 1], l), __fdiv_rn(o[i + 2], l), __fdiv_rn(o[i + 3], l));
+      for (int i = 0; i < DH; ++i) pp[d0 + i] = o[i], pp[d1 + i] = o[DH + i];
+      if (sub == 0) pp[D] = m, pp[D + 1] = l;
     }
-    return;
   }
-  // Partial state of chunk z for head h: O [D] (relative to its max), max, sum.
-  const int64_t rh = static_cast<int64_t>(blockIdx.x) * H + h;
-  float* pp = part + (rh * kAttentionMaxSplit + z) * (D + 2);
-  if (grp == 0) {
-#pragma unroll
-    for (int i = 0; i < DL; ++i) pp[sub * DL + i] = o[i];
-    if (sub == 0) pp[D] = m, pp[D + 1] = l;
-  }
-  __threadfence();
-  __syncthreads();
   const int64_t ck = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) is_last = atomicAdd(&cnt[ck], 1) == active - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // The last block: the warp of head h merges its chunks in chunk order. Lane j holds chunk j's max, sum and
+  if (nblk == 1) {
+    __syncwarp();  // the warp merges the chunks it wrote itself (the barrier orders its lanes' memory accesses)
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(&cnt[ck], 1) == nblk - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+  }
+  // The block of the row's last chunks (or the row's only block): the warp of head h merges its chunks in chunk order. Lane j holds chunk j's max, sum and
   // weight; each lane loads its dimension of 8 chunks before the first use, so the merge costs a few round trips to
   // L2 instead of one per chunk and dimension.
   static_assert(kAttentionMaxSplit <= 32, "one lane per chunk");
@@ -282,25 +354,25 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     }
     op[d] = __fdiv_rn(OO, LL);
   }
-  if (threadIdx.x == 0) cnt[ck] = 0;  // ready for the next launch (graph replay)
+  if (nblk > 1 && threadIdx.x == 0) cnt[ck] = 0;  // ready for the next launch (graph replay)
 }
 
 template <bool FUSED, class KT>
 void launch_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                 const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
                 int block_size, KT* k_pool, KT* v_pool, float* out, int nsplit, const int32_t* row_list, float* part,
-                int32_t* cnt, cudaStream_t stream, float kvs, int hb) {
+                int32_t* cnt, cudaStream_t stream, float kvs, int hb, int cpb) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const dim3 grid(rows, H / hb, nsplit), block(32 * hb);
+  const dim3 grid(rows, H / hb, (nsplit + cpb - 1) / cpb), block(32 * hb);
   const char* what = FUSED ? "attention_decode_gqa" : "attention_gqa";
   switch (D) {
     case 64:
       launch(attention_gqa_kernel<64, FUSED, KT>, grid, block, 0, stream, what, qkv, ldq, H, KVH, cos_t, sin_t, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt);
+             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb);
       break;
     case 128:
       launch(attention_gqa_kernel<128, FUSED, KT>, grid, block, 0, stream, what, qkv, ldq, H, KVH, cos_t, sin_t, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt);
+             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb);
       break;
     default: check(cudaErrorInvalidValue, "attention_gqa (head_dim must be 64 or 128)");
   }
@@ -310,7 +382,7 @@ template <bool FUSED>
 void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
              const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
              void* k_pool, void* v_pool, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
-             cudaStream_t stream, KvFormat kv, int hb) {
+             cudaStream_t stream, KvFormat kv, int hb, int cpb) {
   if (rows <= 0) return;
   if (!attention_gqa_supported(H, KVH, D))
     check(cudaErrorInvalidValue, "attention_gqa (H / KVH must be an integer in 1..8, head_dim 64 or 128)");
@@ -321,11 +393,14 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
   if (hb != 1 && hb != G) check(cudaErrorInvalidValue, "attention_gqa (heads per block must be 0, 1 or H / KVH)");
   if (nsplit < 1 || nsplit > kAttentionMaxSplit || (nsplit > 1 && (!part || !cnt)))
     check(cudaErrorInvalidValue, "attention_gqa (nsplit out of [1, kAttentionMaxSplit], or scratch missing)");
+  if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, H, nsplit);
+  if (cpb < 1 || cpb > kAttentionMaxSplit)
+    check(cudaErrorInvalidValue, "attention_gqa (chunks per block out of [0, kAttentionMaxSplit])");
   with_kv_type(kv.elem, [&](auto tag) {
     using KT = decltype(tag);
     launch_gqa<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
                       static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), out, nsplit, row_list, part, cnt, stream,
-                      kv.scale, hb);
+                      kv.scale, hb, cpb);
   });
 }
 
@@ -333,6 +408,20 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
 
 bool attention_gqa_supported(int H, int KVH, int D) {
   return KVH > 0 && H % KVH == 0 && H / KVH <= 8 && (D == 64 || D == 128);
+}
+
+int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit) {
+  // Fewer, longer blocks pay the block's fixed latency (metadata, q, the first tile's round trip) once and merge their
+  // own chunks without the counter, but a block attends its chunks one after another: keep at least 4 warps per SM
+  // and at most ~256 positions per block (chunks are 32 positions up to 512, at least 64 beyond, where nsplit is
+  // kAttentionMaxSplit). Measured on the H200 at 1-256 rows x contexts 128-1024 (bench/CUDA_NOTES.md).
+  constexpr int kWarpsPerSm = 4, kMaxPositions = 256;
+  const int cap = std::min(nsplit, kMaxPositions / (nsplit < kAttentionMaxSplit ? 32 : 64));
+  const int64_t warps = static_cast<int64_t>(std::max(rows, 0)) * std::max(warps_per_chunk, 1);
+  int c = 1;
+  while (2 * c <= cap && warps * ((nsplit + 2 * c - 1) / (2 * c)) >= static_cast<int64_t>(kWarpsPerSm) * sm_count())
+    c *= 2;
+  return c;
 }
 
 int attention_gqa_chunks(int64_t n) {
@@ -345,18 +434,19 @@ int attention_gqa_chunks(int64_t n) {
 void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
-                          float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv, int heads_per_block) {
+                          float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv, int heads_per_block,
+                          int chunks_per_block) {
   run_gqa<true>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool,
-                out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block);
+                out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block, chunks_per_block);
 }
 
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                    const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                   cudaStream_t stream, KvFormat kv, int heads_per_block) {
+                   cudaStream_t stream, KvFormat kv, int heads_per_block, int chunks_per_block) {
   run_gqa<false>(q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq, block_tables, bt_width, block_size,
                  const_cast<void*>(k_pool), const_cast<void*>(v_pool), out, nsplit, row_list, partial, counters,
-                 stream, kv, heads_per_block);
+                 stream, kv, heads_per_block, chunks_per_block);
 }
 
 }  // namespace tritium::cuda

@@ -223,25 +223,32 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
 /// positions by the context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1)
 /// chunks, one block each, whatever the batch, so a row's result does not depend on its batch mates.
 /// heads_per_block: G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0 (automatic:
-/// 1 while rows x KVH is below the SM count). Grid (rows, H / heads_per_block, nsplit): nsplit must be at least the
-/// largest attention_gqa_chunks of the rows (blocks past a row's chunks return at once); with nsplit > 1 the scratch
-/// of attention_paged_split (partial [rows * H * kAttentionMaxSplit * (D + 2)], counters [rows * H], zero before
-/// and left zero) merges the chunks. Needs attention_gqa_supported; throws tritium::Error otherwise.
+/// 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends one
+/// after another (1..kAttentionMaxSplit; 0: attention_gqa_chunks_per_block); a block that holds all of a row's chunks
+/// merges them itself, so many rows run as fewer, longer blocks. Neither choice changes a bit: each chunk's
+/// arithmetic and the merge in chunk order are the same whichever block runs them. Grid (rows, H / heads_per_block,
+/// ceil(nsplit / chunks_per_block)): nsplit must be at least the largest attention_gqa_chunks of the rows (blocks
+/// past a row's chunks return at once); with nsplit > 1 the scratch of attention_paged_split (partial [rows * H *
+/// kAttentionMaxSplit * (D + 2)], counters [rows * H], zero before and left zero) holds the chunks' states. Needs
+/// attention_gqa_supported; throws tritium::Error otherwise.
 bool attention_gqa_supported(int H, int KVH, int D);  ///< H / KVH an integer in 1..8, D 64 or 128
 int attention_gqa_chunks(int64_t n);                  ///< chunks of a context of n positions (1..kAttentionMaxSplit)
+/// The automatic chunks per block: the largest power of two <= nsplit that keeps rows x warps_per_chunk (the query
+/// heads H) x ceil(nsplit / chunks) at least 4 warps per SM and a block at most ~256 positions.
+int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit);
 /// The fused decode step (as attention_decode_rope: RoPE of q and k at pos[r], the new k / v written to the pools,
 /// rows [rows, q_dim + 2 kv_dim] left as they are).
 void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
                           float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv = {},
-                          int heads_per_block = 0);
+                          int heads_per_block = 0, int chunks_per_block = 0);
 /// The same attention after rope_kv_write (q rotated, the new position in the pools) for the rows listed in row_list
 /// [rows] (nullptr: rows 0..rows-1): the bits of attention_decode_gqa. out row r is written for each listed r.
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                    const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                   cudaStream_t stream, KvFormat kv = {}, int heads_per_block = 0);
+                   cudaStream_t stream, KvFormat kv = {}, int heads_per_block = 0, int chunks_per_block = 0);
 
 /// Query rows per tile of attention_prefill: 64 / (H / KVH) (the tile's rows x the KV head's query heads are
 /// the block's 64 query vectors); 0 when H / KVH is not an integer in 1..64.

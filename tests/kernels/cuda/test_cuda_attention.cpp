@@ -241,10 +241,10 @@ TEST(CudaKernels, AttentionDecodeRopeSplitMatchesUnsplit) {
 
 // GQA decode attention (a block per KV head, split over positions by the context): the fused kernel equals
 // attention_decode_rope (the KV pools exactly, the output within 1e-5 relative per row) at contexts 1 .. 1500 over a
-// shuffled block table, head_dim 64 / 128, GQA ratios 1, 4 and 6, f32 and bf16 pools, with any grid depth from the
-// largest chunk count up and with one block per KV head or per query head (the same bits); the unfused kernel
-// after rope_kv_write gives the fused kernel's bits, also for a subset of the rows through a row list; the counters
-// are left zero.
+// shuffled block table, head_dim 64 / 128, GQA ratios 1, 4 and 6, f32, bf16 and fp8 pools, with any grid depth from
+// the largest chunk count up, one block per KV head or per query head, and 1, 3 or all of a row's chunks per block
+// (the same bits); the unfused kernel after rope_kv_write gives the fused kernel's bits, also for a subset of the
+// rows through a row list; the counters are left zero.
 TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
   REQUIRE_GPU();
   std::mt19937 rng(47);
@@ -253,7 +253,7 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
   for (int c : ctx) maxchunks = std::max(maxchunks, cuda::attention_gqa_chunks(c));
   for (int D : {64, 128}) {
     for (auto [H, KVH] : std::vector<std::pair<int, int>>{{4, 4}, {8, 2}, {12, 2}}) {
-      for (cuda::KvElem elem : {cuda::KvElem::kF32, cuda::KvElem::kBF16}) {
+      for (cuda::KvElem elem : {cuda::KvElem::kF32, cuda::KvElem::kBF16, cuda::KvElem::kFP8}) {
         PagedCase pc(rng, H, KVH, D, ctx);
         const int rows = static_cast<int>(ctx.size()), qd = H * D, kvd = KVH * D, w = qd + 2 * kvd, half = D / 2;
         const int maxpos = 1600;
@@ -265,12 +265,16 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
         std::vector<int32_t> pos(rows), seq(rows);
         for (int r = 0; r < rows; ++r) pos[r] = ctx[r] - 1, seq[r] = r;
         const auto qkv = random_floats(rng, static_cast<size_t>(rows) * w);
-        // bf16 pools: the same random values as bf16 bits.
-        const size_t es = elem == cuda::KvElem::kBF16 ? 2 : 4, pool_bytes = pc.kpool.size() * es;
+        // bf16 / fp8 pools: the same random values as bf16 bits / e4m3 codes (scale 1).
+        const size_t es = elem == cuda::KvElem::kBF16 ? 2 : (elem == cuda::KvElem::kFP8 ? 1 : 4),
+                     pool_bytes = pc.kpool.size() * es;
         std::vector<uint8_t> kb(pool_bytes), vb(pool_bytes);
         if (es == 4) {
           std::memcpy(kb.data(), pc.kpool.data(), pool_bytes);
           std::memcpy(vb.data(), pc.vpool.data(), pool_bytes);
+        } else if (es == 1) {
+          for (size_t i = 0; i < pc.kpool.size(); ++i)
+            kb[i] = f32_to_fp8_e4m3(pc.kpool[i]), vb[i] = f32_to_fp8_e4m3(pc.vpool[i]);
         } else {
           for (size_t i = 0; i < pc.kpool.size(); ++i) {
             const uint16_t a = f32_to_bf16(pc.kpool[i]), b = f32_to_bf16(pc.vpool[i]);
@@ -286,23 +290,28 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
         cuda::attention_decode_rope(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
                                     k1.p, v1.p, o1.p, nullptr, elem);
         const std::string what = "D=" + std::to_string(D) + " H=" + std::to_string(H) + " KVH=" +
-                                 std::to_string(KVH) + (es == 2 ? " bf16" : " f32");
+                                 std::to_string(KVH) + (es == 2 ? " bf16" : (es == 1 ? " fp8" : " f32"));
         std::vector<float> fused;
         for (int ns : {maxchunks, cuda::kAttentionMaxSplit}) {
           for (int hb : {H / KVH, 1, 0}) {  // a block per KV head, per query head, automatic
-            k2.up(kb), v2.up(vb);
-            cuda::attention_decode_gqa(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
-                                       k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem, hb);
-            EXPECT_EQ(k2.down(), k1.down()) << "k pool " << what << " heads per block " << hb;
-            EXPECT_EQ(v2.down(), v1.down()) << "v pool " << what << " heads per block " << hb;
-            const auto a = o1.down(), b = o2.down();
-            for (int r = 0; r < rows; ++r)
-              EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
-                  << what << " ctx " << ctx[r] << " nsplit " << ns;
-            if (fused.empty()) fused = b;
-            EXPECT_EQ(b, fused) << what << ": the grid depth or the heads per block changed the bits (nsplit " << ns
-                                << ", heads per block " << hb << ")";
-            for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "counters must be left zero";
+            // 1, 3 or all of a row's chunks per block (the 11-16 chunks of contexts 1025 / 1500 in 4-6 blocks with
+            // 3), automatic.
+            for (int cpb : {1, 3, cuda::kAttentionMaxSplit, 0}) {
+              k2.up(kb), v2.up(vb);
+              cuda::attention_decode_gqa(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw,
+                                         pc.bs, k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem, hb, cpb);
+              const std::string how = what + " nsplit " + std::to_string(ns) + ", heads per block " +
+                                      std::to_string(hb) + ", chunks per block " + std::to_string(cpb);
+              EXPECT_EQ(k2.down(), k1.down()) << "k pool " << how;
+              EXPECT_EQ(v2.down(), v1.down()) << "v pool " << how;
+              const auto a = o1.down(), b = o2.down();
+              for (int r = 0; r < rows; ++r)
+                EXPECT_LT(rel_err(&b[static_cast<size_t>(r) * qd], &a[static_cast<size_t>(r) * qd], qd), 1e-5)
+                    << how << " ctx " << ctx[r];
+              if (fused.empty()) fused = b;
+              EXPECT_EQ(b, fused) << how << ": the grid or the blocks' shares changed the bits";
+              for (int32_t c : cnt.down()) ASSERT_EQ(c, 0) << "counters must be left zero (" << how << ")";
+            }
           }
         }
         EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
@@ -312,9 +321,12 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
                             nullptr, elem);
         EXPECT_EQ(k3.down(), k1.down()) << "rope_kv_write k pool " << what;
         for (int hb : {H / KVH, 1}) {
-          cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,
-                              o3.p, maxchunks, part.p, cnt.p, nullptr, elem, hb);
-          EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what << " heads per block " << hb;
+          for (int cpb : {1, 3, cuda::kAttentionMaxSplit}) {
+            cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,
+                                o3.p, maxchunks, part.p, cnt.p, nullptr, elem, hb, cpb);
+            EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what << " heads per block " << hb
+                                        << ", chunks per block " << cpb;
+          }
         }
         const std::vector<int32_t> list = {1, 4, 6};
         DevBuf<int32_t> dlist(list);
