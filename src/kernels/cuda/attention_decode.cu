@@ -1,9 +1,10 @@
 // tritium kernels/cuda: decode attention with the query heads of one KV head in one block (GQA), split over
 // positions by the context length alone, so a row's result does not depend on its batch.
 //
-// Grid (rows, H / HB, nsplit). The positions 0..pos[r] of row r are cut into attention_gqa_chunks(pos[r] + 1)
-// chunks of attention_gqa_chunk(pos[r] + 1) positions (a function of the context only); block z takes chunk z
-// (blocks past the row's chunks return at once). A block holds HB warps, HB dividing G = H / KVH: warp w is query
+// Grid (rows, H / HB, ceil(nsplit / CPB)). The positions 0..pos[r] of row r are cut into
+// attention_gqa_chunks(pos[r] + 1) chunks of attention_gqa_chunk(pos[r] + 1) positions (a function of the context
+// only); block z takes chunks z CPB .. z CPB + CPB - 1 one after another (blocks past the row's chunks return at
+// once). A block holds HB warps, HB dividing G = H / KVH: warp w is query
 // head kvh * G + hg * HB + w of KV head kvh (blockIdx.y = kvh * (G / HB) + hg). Batches give every query head of a
 // KV head to one block (HB = G); a few rows give each head its own block (HB = 1), so that a small batch still
 // fills the GPU. A head's arithmetic is the same either way: HB changes which blocks run, never a bit. The block
@@ -14,10 +15,12 @@
 // attended in rounds of 32 positions, 8 per group: each lane forms its partial dot products of the 8 positions, a
 // butterfly of 7 shuffles leaves lane i the score of position i, and the group's online-softmax state (running max,
 // sum of exponentials, weighted V sum) is updated once per round (one rescale, one exponential per position). The 4
-// groups' states are merged by shuffles at the end of each chunk. One chunk: the block writes the output. Several: each block writes
-// its partial state and the last block of the (row, head group) to finish merges them in chunk order (an atomic
-// counter that it resets, so graphs replay). The float operations are spelled out (no contraction left to the
-// compiler), so the fused and the unfused kernel give the same bits.
+// groups' states are merged by shuffles at the end of each chunk. One chunk: the block writes the output. Several:
+// each chunk's state is written to the scratch, and the block holding all of the row's chunks (after a __syncwarp),
+// or else the last block of the (row, head group) to finish (an atomic counter that it resets, so graphs replay),
+// merges them in chunk order. Each chunk's operations and the merge are the same whatever CPB and HB are, so neither
+// changes a bit. The float operations are spelled out (no contraction left to the compiler), so the fused and the
+// unfused kernel give the same bits.
 //
 // The chunk holding the new position pos[r] starts group 0's state with it. FUSED (decode steps): RoPE of q and
 // of the new k at pos[r] from the tables (rope_kv_write's float operations), the new k and v rounded to the pool's
@@ -327,9 +330,9 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     if (!is_last) return;
     __threadfence();
   }
-  // The block of the row's last chunks (or the row's only block): the warp of head h merges its chunks in chunk order. Lane j holds chunk j's max, sum and
-  // weight; each lane loads its dimension of 8 chunks before the first use, so the merge costs a few round trips to
-  // L2 instead of one per chunk and dimension.
+  // The merging block (the row's only block, or the last to finish): the warp of head h merges its chunks in chunk
+  // order. Lane j holds chunk j's max, sum and weight; each lane loads its dimension of 8 chunks before the first
+  // use, so the merge costs a few round trips to L2 instead of one per chunk and dimension.
   static_assert(kAttentionMaxSplit <= 32, "one lane per chunk");
   const float* pb = part + rh * kAttentionMaxSplit * (D + 2);
   const float mj = lane < active ? __ldcg(pb + lane * (D + 2) + D) : -INFINITY;
