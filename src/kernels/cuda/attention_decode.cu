@@ -416,10 +416,14 @@ bool attention_gqa_supported(int H, int KVH, int D) {
 int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit) {
   // Fewer, longer blocks pay the block's fixed latency (metadata, q, the first tile's round trip) once and merge their
   // own chunks without the counter, but a block attends its chunks one after another: keep at least 4 warps per SM
-  // and at most ~256 positions per block (chunks are 32 positions up to 512, at least 64 beyond, where nsplit is
-  // kAttentionMaxSplit). Measured on the H200 at 1-256 rows x contexts 128-1024 (bench/CUDA_NOTES.md).
+  // and at most ~256 positions per block. Contexts up to kAttentionMaxSplit gqa_chunk(1) positions are cut into chunks
+  // of gqa_chunk(1); a longer one gets chunks of at least gqa_chunk(past) positions, and at least
+  // attention_gqa_chunks(past) of them, so below that count every chunk has gqa_chunk(1) positions. Measured on the
+  // H200 at 1-256 rows x contexts 128-1024 (bench/CUDA_NOTES.md).
   constexpr int kWarpsPerSm = 4, kMaxPositions = 256;
-  const int cap = std::min(nsplit, kMaxPositions / (nsplit < kAttentionMaxSplit ? 32 : 64));
+  const int small = gqa_chunk(1), past = small * kAttentionMaxSplit + 1;
+  const int min_chunk = nsplit < attention_gqa_chunks(past) ? small : gqa_chunk(past);
+  const int cap = std::min(nsplit, std::max(1, kMaxPositions / min_chunk));
   const int64_t warps = static_cast<int64_t>(std::max(rows, 0)) * std::max(warps_per_chunk, 1);
   int c = 1;
   while (2 * c <= cap && warps * ((nsplit + 2 * c - 1) / (2 * c)) >= static_cast<int64_t>(kWarpsPerSm) * sm_count())

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -236,6 +237,34 @@ TEST(CudaKernels, AttentionDecodeRopeSplitMatchesUnsplit) {
       }
       EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
     }
+  }
+}
+
+// The automatic chunks per block: a power of two within [1, nsplit] that keeps at least 4 warps per SM, at most 8
+// chunks of 32 positions (contexts up to 256) or 4 beyond; on the H200 (132 SMs) the values measured best.
+TEST(CudaKernels, AttentionGqaChunksPerBlock) {
+  REQUIRE_GPU();
+  const int sms = cuda::sm_count();
+  for (int rows : {1, 2, 16, 64, 256, 1024}) {
+    for (int nsplit = 1; nsplit <= cuda::kAttentionMaxSplit; ++nsplit) {
+      const int c = cuda::attention_gqa_chunks_per_block(rows, 20, nsplit);
+      ASSERT_GE(c, 1);
+      EXPECT_LE(c, nsplit) << rows << " rows, nsplit " << nsplit;
+      EXPECT_EQ(c & (c - 1), 0) << c;
+      EXPECT_LE(c, nsplit <= 8 ? 8 : 4) << rows << " rows, nsplit " << nsplit;
+      if (c > 1)
+        EXPECT_GE(int64_t{rows} * 20 * ((nsplit + c - 1) / c), 4 * sms) << rows << " rows, nsplit " << nsplit;
+    }
+  }
+  if (sms == 132) {
+    const int ctx128 = cuda::attention_gqa_chunks(128), ctx256 = cuda::attention_gqa_chunks(256),
+              ctx1024 = cuda::attention_gqa_chunks(1024);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(1, 20, ctx1024), 1);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(16, 20, ctx128), 2);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, ctx128), 4);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, ctx256), 8);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, ctx1024), 4);
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, cuda::attention_gqa_chunks(600)), 4);  // 10 chunks of 64
   }
 }
 
