@@ -377,32 +377,27 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         check(cudaMemset(vb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
         check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
         const int ns_head = ctx > 256 ? cuda::attention_split_count(M, H) : 1, ns_gqa = cuda::attention_gqa_chunks(ctx);
-        {
+        // GQA: one chunk per block, and the automatic chunks per block (fewer, longer blocks for many rows).
+        const int cpb_auto = cuda::attention_gqa_chunks_per_block(M, H, ns_gqa);
+        for (int cpb : {0, 1, -1}) {  // 0: the per-head kernel, -1: automatic
+          const bool gqa = cpb != 0;
           const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
-            cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
-                                              dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
-                                              vb.p, o2.as<float>(), ns_head, part.as<float>(), cnt.as<int32_t>(), st,
-                                              cuda::KvElem::kBF16);
-          });
-          out += fmt::format("| fused decode attention, bf16 KV, block per head, {} chunks | {} seqs x ctx {} | {:.2f} |\n",
-                             ns_head, M, ctx, us3);
-        }
-        // GQA (bf16: tensor cores; fp8: CUDA cores): chunks per block 1, 2, 4, 8 and automatic.
-        for (cuda::KvElem elem : {cuda::KvElem::kBF16, cuda::KvElem::kFP8}) {
-          const int cpb_auto =
-              cuda::attention_gqa_chunks_per_block(M, cuda::attention_gqa_warps_per_chunk(H, KVH, elem), ns_gqa);
-          for (int cpb : {1, 2, 4, 8, 0}) {
-            if (cpb > ns_gqa) continue;
-            const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
+            if (gqa)
               cuda::attention_decode_gqa(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                          dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
                                          vb.p, o2.as<float>(), ns_gqa, part.as<float>(), cnt.as<int32_t>(), st,
-                                         elem, 0, cpb);
-            });
-            out += fmt::format("| fused decode attention, {} KV, GQA, {} chunks, {} per block{} | {} seqs x ctx {} | {:.2f} |\n",
-                               elem == cuda::KvElem::kBF16 ? "bf16" : "fp8", ns_gqa, cpb ? cpb : cpb_auto,
-                               cpb ? "" : " (automatic)", M, ctx, us3);
-          }
+                                         cuda::KvElem::kBF16, 0, cpb < 0 ? cpb_auto : cpb);
+            else
+              cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
+                                                dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs,
+                                                kb.p, vb.p, o2.as<float>(), ns_head, part.as<float>(),
+                                                cnt.as<int32_t>(), st, cuda::KvElem::kBF16);
+          });
+          const std::string how =
+              !gqa ? fmt::format("block per head, {} chunks", ns_head)
+                   : fmt::format("GQA, {} chunks, {} per block{}", ns_gqa, cpb < 0 ? cpb_auto : cpb,
+                                 cpb < 0 ? " (automatic)" : "");
+          out += fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", how, M, ctx, us3);
         }
       }
     }

@@ -34,13 +34,27 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/attention_gqa.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace tritium::cuda {
 namespace {
+
+// Positions per chunk of a context of n positions: at most kAttentionMaxSplit chunks, each a multiple of 32 (short
+// contexts are cut into 32-position chunks, so that one row still spreads over several blocks).
+__host__ __device__ __forceinline__ int gqa_chunk(int n) {
+  const int per = (n + kAttentionMaxSplit - 1) / kAttentionMaxSplit;
+  const int c = (per + 31) / 32 * 32;
+  return c > 32 ? c : 32;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // Positions per shared-memory tile: two buffers of K and V tiles in 32 KB (16 f32 / 32 bf16 / 64 fp8 rows of 128
 // dimensions), a multiple of 4 so that every group keeps its positions in increasing order.
@@ -208,7 +222,7 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
       } else {
         cp_async_commit();  // an empty group, so that wait_group 1 always means "tile it has landed"
       }
-      cp_async_wait<1>();
+      cp_async_wait1();
       __syncthreads();
       const unsigned char* kt = tiles[it & 1][0];
       const unsigned char* vt = tiles[it & 1][1];
@@ -382,15 +396,9 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
   if (hb != 1 && hb != G) check(cudaErrorInvalidValue, "attention_gqa (heads per block must be 0, 1 or H / KVH)");
   if (nsplit < 1 || nsplit > kAttentionMaxSplit || (nsplit > 1 && (!part || !cnt)))
     check(cudaErrorInvalidValue, "attention_gqa (nsplit out of [1, kAttentionMaxSplit], or scratch missing)");
-  const bool mma = kv.elem == KvElem::kBF16;  // bf16 pools: the tensor-core kernel (attention_decode_mma.cu)
-  if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, attention_gqa_warps_per_chunk(H, KVH, kv.elem), nsplit);
+  if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, H, nsplit);
   if (cpb < 1 || cpb > kAttentionMaxSplit)
     check(cudaErrorInvalidValue, "attention_gqa (chunks per block out of [0, kAttentionMaxSplit])");
-  if (mma) {
-    launch_gqa_mma<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
-                          k_pool, v_pool, out, nsplit, row_list, part, cnt, stream, cpb);
-    return;
-  }
   with_kv_type(kv.elem, [&](auto tag) {
     using KT = decltype(tag);
     launch_gqa<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
@@ -403,10 +411,6 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
 
 bool attention_gqa_supported(int H, int KVH, int D) {
   return KVH > 0 && H % KVH == 0 && H / KVH <= 8 && (D == 64 || D == 128);
-}
-
-int attention_gqa_warps_per_chunk(int H, int KVH, KvElem elem) {
-  return elem == KvElem::kBF16 ? KVH * kGqaMmaWarps : H;
 }
 
 int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit) {

@@ -236,9 +236,6 @@ int attention_gqa_chunks(int64_t n);                  ///< chunks of a context o
 /// The automatic chunks per block: the largest power of two <= nsplit that keeps rows x warps_per_chunk (the query
 /// heads H) x ceil(nsplit / chunks) at least 4 warps per SM and a block at most ~256 positions.
 int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit);
-/// Warps per (row, chunk) of the GQA kernel for pools of `elem`: H (a warp per query head, CUDA cores) or, for bf16
-/// pools, 2 per KV head (tensor cores). attention_gqa_chunks_per_block(rows, this, nsplit) is the automatic choice.
-int attention_gqa_warps_per_chunk(int H, int KVH, KvElem elem);
 /// The fused decode step (as attention_decode_rope: RoPE of q and k at pos[r], the new k / v written to the pools,
 /// rows [rows, q_dim + 2 kv_dim] left as they are).
 void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
