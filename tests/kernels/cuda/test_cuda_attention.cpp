@@ -252,8 +252,9 @@ TEST(CudaKernels, AttentionGqaChunksPerBlock) {
       EXPECT_LE(c, nsplit) << rows << " rows, nsplit " << nsplit;
       EXPECT_EQ(c & (c - 1), 0) << c;
       EXPECT_LE(c, nsplit <= 8 ? 8 : 4) << rows << " rows, nsplit " << nsplit;
-      if (c > 1)
+      if (c > 1) {
         EXPECT_GE(int64_t{rows} * 20 * ((nsplit + c - 1) / c), 4 * sms) << rows << " rows, nsplit " << nsplit;
+      }
     }
   }
   if (sms == 132) {
