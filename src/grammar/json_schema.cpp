@@ -41,6 +41,8 @@ class Compiler {
       if (!a.is_array() || a.size() != 1) throw GrammarError("json schema: 'allOf' is supported with one schema only");
       json merged = s;
       merged.erase("allOf");
+      if (a[0].is_boolean()) return a[0].get<bool>() ? value(merged, depth + 1) : b_.never();
+      if (!a[0].is_object()) throw GrammarError("json schema: a schema must be an object or a boolean");
       merged.update(a[0]);
       return value(merged, depth + 1);
     }
@@ -85,7 +87,10 @@ class Compiler {
     } else {
       return any_value(o_.any_json_depth);
     }
-    if (s.value("nullable", false)) types.push_back("null");
+    if (s.contains("nullable")) {
+      if (!s["nullable"].is_boolean()) throw GrammarError("json schema: 'nullable' must be a boolean");
+      if (s["nullable"].get<bool>()) types.push_back("null");
+    }
     std::vector<Frag> alts;
     for (const std::string& t : types) alts.push_back(typed(s, t, depth));
     return b_.alt(alts);
@@ -284,7 +289,12 @@ class Compiler {
 Nfa compile_json_schema(const json& schema, const JsonSchemaOptions& opts) {
   NfaBuilder b(opts.max_states);
   Compiler c(schema, opts, b);
-  Frag f = c.value(schema, 0);
+  Frag f;
+  try {
+    f = c.value(schema, 0);
+  } catch (const json::exception& e) {  // a keyword's value of a type the checks above do not expect
+    throw GrammarError(fmt::format("json schema: {}", e.what()));
+  }
   if (f.never) throw GrammarError("json schema: no JSON value satisfies the schema (within the $ref depth limit)");
   return b.finish(f);
 }
@@ -297,8 +307,14 @@ Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, co
   for (const auto& [name, params] : tools) {
     const json schema = params.is_null() ? json{{"type", "object"}} : params;
     Compiler c(schema, opts, b);  // each tool's parameters are the root of their own $refs
+    Frag args;
+    try {
+      args = c.value(schema, 1);
+    } catch (const json::exception& e) {
+      throw GrammarError(fmt::format("tools: parameters of '{}': {}", name, e.what()));
+    }
     calls.push_back(b.seq({b.literal("{\"name\": " + json(name).dump() + ", " + json(args_key).dump() + ": "),
-                           c.value(schema, 1), b.literal("}")}));
+                           args, b.literal("}")}));
   }
   return b.finish(b.seq({b.literal(prefix), b.alt(calls), b.literal(suffix)}));
 }

@@ -140,6 +140,17 @@ TEST(GrammarJsonSchema, UnsupportedKeywordsAreNamed) {
       EXPECT_NE(std::string(e.what()).find(kw), std::string::npos) << e.what();
     }
   }
+  // Keywords whose values have the wrong type are errors, not exceptions of the JSON library (found by
+  // fuzz_openai_request: "nullable": 1).
+  for (const char* bad : {R"({"type": "string", "nullable": 1})", R"({"type": "string", "nullable": "yes"})",
+                          R"({"allOf": [5]})", R"({"allOf": ["x"]})", R"({"type": "object", "properties": 3})",
+                          R"({"type": "object", "properties": {}, "required": "a"})", R"({"type": 7})"}) {
+    EXPECT_THROW(compile_json_schema(json::parse(bad)), GrammarError) << bad;
+  }
+  EXPECT_TRUE(schema_matches(json::parse(R"({"type": "integer", "nullable": true})"), json(nullptr)));
+  EXPECT_FALSE(schema_matches(json::parse(R"({"type": "integer", "nullable": false})"), json(nullptr)));
+  EXPECT_TRUE(schema_matches(json::parse(R"({"type": "integer", "allOf": [true]})"), json(3)));
+  EXPECT_THROW(compile_json_schema(json::parse(R"({"type": "integer", "allOf": [false]})")), GrammarError);
   // A huge enum and deep nesting are bounded.
   json big = {{"enum", json::array()}};
   for (int i = 0; i < 200000; ++i) big["enum"].push_back("value-" + std::to_string(i));
