@@ -284,17 +284,22 @@ class Compiler {
   std::vector<std::string> stack_;
 };
 
+// c.value(schema, depth), with an exception of the JSON library (a keyword's value of a type the compiler's checks
+// do not expect) turned into a GrammarError named by `what`.
+Frag compile_value(Compiler& c, const json& schema, int depth, const std::string& what) {
+  try {
+    return c.value(schema, depth);
+  } catch (const json::exception& e) {
+    throw GrammarError(fmt::format("{}: {}", what, e.what()));
+  }
+}
+
 }  // namespace
 
 Nfa compile_json_schema(const json& schema, const JsonSchemaOptions& opts) {
   NfaBuilder b(opts.max_states);
   Compiler c(schema, opts, b);
-  Frag f;
-  try {
-    f = c.value(schema, 0);
-  } catch (const json::exception& e) {  // a keyword's value of a type the checks above do not expect
-    throw GrammarError(fmt::format("json schema: {}", e.what()));
-  }
+  const Frag f = compile_value(c, schema, 0, "json schema");
   if (f.never) throw GrammarError("json schema: no JSON value satisfies the schema (within the $ref depth limit)");
   return b.finish(f);
 }
@@ -307,12 +312,7 @@ Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, co
   for (const auto& [name, params] : tools) {
     const json schema = params.is_null() ? json{{"type", "object"}} : params;
     Compiler c(schema, opts, b);  // each tool's parameters are the root of their own $refs
-    Frag args;
-    try {
-      args = c.value(schema, 1);
-    } catch (const json::exception& e) {
-      throw GrammarError(fmt::format("tools: parameters of '{}': {}", name, e.what()));
-    }
+    const Frag args = compile_value(c, schema, 1, fmt::format("tools: parameters of '{}'", name));
     calls.push_back(b.seq({b.literal("{\"name\": " + json(name).dump() + ", " + json(args_key).dump() + ": "),
                            args, b.literal("}")}));
   }

@@ -221,7 +221,7 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
 /// Decode attention with the G = H / KVH query heads of a KV head in one block (attention_decode.cu: one warp per
 /// query head, the chunk's K / V rows copied to shared memory once per block, not once per head), split over
 /// positions by the context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1)
-/// chunks, one block each, whatever the batch, so a row's result does not depend on its batch mates.
+/// chunks whatever the batch, so a row's result does not depend on its batch mates.
 /// heads_per_block: G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0 (automatic:
 /// 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends one
 /// after another (1..kAttentionMaxSplit; 0: attention_gqa_chunks_per_block); a block that holds all of a row's chunks
