@@ -35,6 +35,12 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--tensor-parallel,--tp", o.tensor_parallel,
                   "split the model over N GPUs (one process each, NCCL; needs --device cuda; cuda:K starts at GPU K)")
       ->check(CLI::Range(1, 64));
+  app->add_option("--gemm-weights", o.gemm_weights,
+                  "GPU: weights of the ternary GEMMs above 16 rows (batched decode, prefill): packed (2 bits per "
+                  "weight, our tiled GEMM), int8 (an int8 copy beside the packed one, 1 byte per weight more: "
+                  "cuBLASLt int8, same results, faster at batch) or auto (int8 when serving batches and the copy "
+                  "takes at most 1/16 of the GPU's memory)")
+      ->check(CLI::IsMember({"auto", "packed", "int8"}));
 }
 
 SamplingParams SamplingOptions::params() const {
@@ -121,6 +127,7 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   }
   DeviceSpec spec = parse_device(o.device, o.tensor_parallel);
   spec.cuda.single_sequence = o.single_sequence;
+  spec.cuda.gemm_weights = o.gemm_weights;
   lm.backend = make_backend(std::move(model), spec);
   if (need_tokenizer) lm.tokenizer = load_model_tokenizer(lm.dir);
   lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

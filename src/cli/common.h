@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string lm_head;             ///< --lm-head: auto, f32, bf16, int8, q6, q4 ("" = auto on the CPU, f32 on a GPU)
   std::string device = "cpu";    ///< --device: cpu or cuda[:N]
   int tensor_parallel = 1;       ///< --tensor-parallel: GPUs (one process each) the model is split over
+  std::string gemm_weights = "auto";  ///< --gemm-weights (CudaOptions::gemm_weights)
   bool single_sequence = false;  ///< set by generate / chat: one sequence at a time (CudaOptions::single_sequence)
 };
 

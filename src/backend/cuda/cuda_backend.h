@@ -50,6 +50,14 @@ struct CudaOptions {
   std::string ternary_layout = "auto";
   /// The engine decodes one sequence at a time (tritium generate / chat): "auto" then picks the tcb layout.
   bool single_sequence = false;
+  /// Weights of the ternary GEMMs of more than 16 rows (batched decode, prefill): "packed" = the 2-bit layout above
+  /// through our tiled int8 tensor-core GEMM; "int8" = an int8 copy of every ternary projection (1 byte per weight
+  /// beside the 2-bit copy, which the GEMVs of 1-16 rows keep reading) through cuBLASLt's int8 GEMM and our
+  /// epilogue: the same exact integer sums, so the same bits, 2.2-2.6x faster at 256 rows on the H200
+  /// (bench/CUDA_NOTES.md, "Batched decode"). "auto": int8 when the engine batches (not single_sequence), without
+  /// tensor parallelism, and the copy takes at most 1/16 of the device's memory (2.09 GB of the H200's 141 GB for
+  /// BitNet b1.58 2B4T); packed otherwise.
+  std::string gemm_weights = "auto";
 };
 
 /// Programmatic dependent launch of the CUDA kernels (kernels/cuda/launch.cuh; on by default): each kernel may

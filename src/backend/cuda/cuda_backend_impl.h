@@ -45,6 +45,8 @@ struct DevLinear {
   enum Kind { kTernary, kF32, kBF16, kInt8 } kind = kF32;
   int n = 0, k = 0, np = 0, kp = 0;
   const uint32_t* w2 = nullptr;       // tc2 codes (layout tc2; formats/ternary_tc2.h)
+  const int8_t* w8 = nullptr;         // int8 copy [np8, kp] (CudaOptions::gemm_weights), or null
+  int np8 = 0;                        // n rounded up to 16
   const uint32_t* wt = nullptr;       // tcb bit planes (layout tcb; formats/ternary_tcb.h)
   const int32_t* negc = nullptr;      // tcb: -1 weights per row [np]
   const float* wf = nullptr;          // f32 [n, k]
@@ -102,6 +104,8 @@ class CudaBackend final : public Backend {
   /// Uploads (and repacks) the model's weights, RoPE tables and lm_head.
   void upload_weights(const Transformer& model);
   DevLinear upload_linear(const Linear& lin, bool bf16);
+  /// Whether the ternary GEMMs of more than 16 rows read int8 copies (CudaOptions::gemm_weights).
+  bool use_int8_gemm(const Transformer& model) const;
   /// Tensor parallelism: checks the communicator against the model's shard and sets tp_ (nothing without a plan).
   void setup_tensor_parallel(const Transformer& model);
 
@@ -129,8 +133,17 @@ class CudaBackend final : public Backend {
   void apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map, const float* norm_w,
              int rows, float* out, int64_t ldout, bool add);
   /// out[rows, n] (+)= lin(x) for a ternary lin whose input is already quantized in xq_ / sumq_ / inv_s_ (and,
-  /// when lin runs the tcb kernel, its bit planes in xb_).
-  void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add);
+  /// when lin runs the tcb kernel, its bit planes in xb_). defer: when lin runs the int8 GEMM, its epilogue is left
+  /// pending (pending_) for the next row kernel to apply (residual_norm_quant, glu_norm_quant_sums).
+  void ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add, bool defer = false);
+  /// Whether lin's epilogue may be left pending: its output is the residual stream (added), gate_up's, which the
+  /// next row kernel reads first, or qkv's in a decode step of the fused GQA attention (not under tensor
+  /// parallelism, whose collectives read them).
+  bool defer_ok(const DevLinear& lin, const float* out, bool add) const {
+    return !tp_ && lin.w8 && ((add && out == x_) || (!add && out == gu_) || (!add && out == qkv_ && defer_qkv_));
+  }
+  /// Runs the pending epilogue (ternary_epilogue), if any.
+  void flush_pending();
   /// lin runs the tcb kernel at `rows` rows: tcb weights and one row. Rows of more tokens over tcb weights run the
   /// tc2 kernels on a rewritten copy (tc2_scratch_), which measured faster than the tcb kernel at 2-16 tokens
   /// (bench/CUDA_NOTES.md, "Ternary GEMV and GEMM kernels").
@@ -178,6 +191,14 @@ class CudaBackend final : public Backend {
   uint32_t* tc2_scratch_ = nullptr;
   size_t tc2_scratch_words_ = 0;
   bool tcb_ = false;  // ternary weights in the tcb layout (else tc2)
+  bool int8_gemm_ = false;     // ternary projections carry int8 copies for GEMMs above kInt8GemmMinRows rows
+  static constexpr int kInt8GemmMinRows = 17;
+  int max_np8_ = 0;
+  size_t int8_copy_bytes_ = 0;
+  int32_t* acc8_ = nullptr;    // exact sums of the int8 GEMM [capM_ + 16, max_np8_]
+  cuda::PendingSums pending_;  // an int8 GEMM's epilogue not yet applied (acc null: none)
+  int pending_n_ = 0, pending_rows_ = 0;
+  bool defer_qkv_ = false;  // this forward is a decode step of the fused GQA attention
   float* inv_s_ = nullptr;
   int32_t* sumq_ = nullptr;
   float* attn_part_ = nullptr;   // split-K partial states [capS_ * H * kAttentionMaxSplit * (D + 2)]

@@ -168,20 +168,26 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     cuda::embedding_vocab_slice(embed_, vocab_begin_, vocab_end_, tok_d_, M, Hd, x_, stream_);
     opts_.tp_comm->all_reduce_sum(x_, static_cast<size_t>(M) * Hd, stream_);
   }
+  defer_qkv_ = M == S && attn_gqa_;  // the fused decode attention reads qkv's pending sums
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
     if (M == S && attn_gqa_) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
-      // The grid depends on the largest context's chunk count only (graph-safe for the positions in between).
+      // The grid depends on the largest context's chunk count only (graph-safe for the positions in between). The
+      // qkv projection's int8-GEMM sums, when pending, are read through its epilogue by the kernel itself.
+      const bool sums = pending_.acc && pending_.ep.y == qkv_;
       cuda::attention_decode_gqa(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
                                  seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, attn_split_,
-                                 attn_part_, attn_cnt_, stream_, kv.format());
+                                 attn_part_, attn_cnt_, stream_, kv.format(), 0, 0, sums ? &pending_ : nullptr);
+      if (sums) pending_ = {};
     } else if (M == S) {
+      flush_pending();
       // attn_split_ > 1 (long contexts): split-K; its grid does not depend on the positions (graph-safe).
       cuda::attention_decode_rope_split(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_,
                                         pos_d_, seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_,
                                         attn_split_, attn_part_, attn_cnt_, stream_, kv.format());
     } else {
+      flush_pending();
       cuda::rope_kv_write(qkv_, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_, seq_d_, bt_d_,
                           bt_width_, kv.block_size, kv.k(l), kv.v(l), stream_, kv.format());
       if (ntiles_ > 0) {
@@ -211,11 +217,18 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     const bool relu2 = c_.hidden_act == Activation::kRelu2;
     if (!tp_ && L.down.kind == DevLinear::kTernary && L.down.k == I) {
       // GLU + ffn_sub_norm + quantization of the down projection's input in one kernel.
-      cuda::glu_norm_quant(gu_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_, xq_,
-                           L.down.kp, inv_s_, sumq_, stream_, tcb_planes_for(L.down, M));
-      ternary_quantized(L.down, M, x_, Hd, true);
+      if (pending_.acc && pending_.ep.y == gu_ && pending_rows_ == M) {  // gate_up's sums, pending
+        cuda::glu_norm_quant_sums(pending_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_,
+                                  xq_, L.down.kp, inv_s_, sumq_, stream_, tcb_planes_for(L.down, M));
+        pending_ = {};
+      } else {
+        cuda::glu_norm_quant(gu_, M, I, relu2, c_.sub_norms ? L.ffn_sub : nullptr, c_.rms_norm_eps, act_, xq_,
+                             L.down.kp, inv_s_, sumq_, stream_, tcb_planes_for(L.down, M));
+      }
+      ternary_quantized(L.down, M, x_, Hd, true, /*defer=*/true);
       continue;
     }
+    flush_pending();
     cuda::glu(gu_, M, I, relu2, act_, stream_);
     if (!tp_) {
       apply(L.down, act_, I, nullptr, c_.sub_norms ? L.ffn_sub : nullptr, M, x_, Hd, true);
@@ -228,6 +241,7 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
       cuda::bias_add(part_, nullptr, M, Hd, x_, true, stream_);
     }
   }
+  flush_pending();  // the last down projection's sums: the head reads selected rows of x_
   if (!tp_) {
     apply(lm_head_, x_, Hd, out_d_, final_norm_, O, logits_, c_.vocab_size, false);
   } else {  // vocabulary-parallel lm_head
@@ -239,10 +253,20 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
 void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, const int32_t* row_map,
                         const float* norm_w, int rows, float* out, int64_t ldout, bool add) {
   const float eps = c_.rms_norm_eps;
+  if (lin.kind == DevLinear::kTernary && pending_.acc && pending_.ep.add && pending_.ep.y == in &&
+      pending_.ep.ldy == ldin && !row_map && norm_w && pending_n_ == lin.k && pending_rows_ == rows) {
+    // The residual projection before (o, down) left its sums pending: added to the residual stream by the norm.
+    cuda::residual_norm_quant(pending_, rows, lin.k, norm_w, eps, xq_, lin.kp, inv_s_, sumq_, stream_,
+                              tcb_planes_for(lin, rows));
+    pending_ = {};
+    ternary_quantized(lin, rows, out, ldout, add, defer_ok(lin, out, add));
+    return;
+  }
+  flush_pending();
   if (lin.kind == DevLinear::kTernary) {
     cuda::norm_quant(in, ldin, row_map, norm_w, rows, lin.k, eps, nullptr, xq_, lin.kp, inv_s_, sumq_, stream_,
                      tcb_planes_for(lin, rows));
-    ternary_quantized(lin, rows, out, ldout, add);
+    ternary_quantized(lin, rows, out, ldout, add, defer_ok(lin, out, add));
     return;
   }
   if (lin.kind == DevLinear::kInt8) {  // statistics per segment: row r of `in` is in segment seg_d_[row_map[r]]
@@ -279,12 +303,21 @@ void CudaBackend::apply(const DevLinear& lin, const float* in, int64_t ldin, con
   }
 }
 
-void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add) {
+void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, int64_t ldout, bool add, bool defer) {
   cuda::TernaryEpilogue ep = lin.seg;
   ep.y = out;
   ep.ldy = ldout;
   ep.add = add;
-  if (tcb_kernel_for(lin, rows)) {
+  if (lin.w8 && rows >= kInt8GemmMinRows) {  // the int8 copy: cuBLASLt's exact int32 sums, then the same epilogue
+    // Whatever read inv_s_ / acc8_ last has consumed or flushed its pending sums (apply, the GLU): they are
+    // overwritten now.
+    TRITIUM_CHECK(!pending_.acc, "CUDA backend: an int8 GEMM's sums still pending at the next GEMM");
+    i8ws_->gemm(lin.w8, lin.np8, lin.kp, xq_, rows, acc8_, lin.np8, stream_, 2);
+    pending_ = cuda::PendingSums{acc8_, lin.np8, inv_s_, ep};
+    pending_n_ = lin.n;
+    pending_rows_ = rows;
+    if (!defer) flush_pending();
+  } else if (tcb_kernel_for(lin, rows)) {
     cuda::tcb_matmul(lin.wt, lin.negc, lin.n, lin.kp, xb_, inv_s_, rows, ep, stream_);
   } else if (lin.wt) {  // more tokens: the tc2 kernels over a rewritten copy (~2 x 2 bits per weight of traffic)
     const int np2 = (lin.n + 63) / 64 * 64;
@@ -295,6 +328,13 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
   } else {
     cuda::ternary_matmul(lin.w2, lin.n, lin.np, lin.kp, xq_, sumq_, inv_s_, rows, ep, stream_);
   }
+}
+
+void CudaBackend::flush_pending() {
+  if (!pending_.acc) return;
+  cuda::ternary_epilogue(pending_.acc, pending_.ldacc, pending_rows_, pending_n_, pending_.inv_s, pending_.ep,
+                         stream_);
+  pending_ = {};
 }
 
 }  // namespace tritium::cuda_detail

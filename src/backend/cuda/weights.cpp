@@ -58,8 +58,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Transformer> mp, const CudaOption
   setup_tensor_parallel(*model_);
   tcb_ = use_tcb_layout(o, tp_.has_value());
   name_ += tcb_ ? " tcb" : " tc2";
+  int8_gemm_ = use_int8_gemm(*model_);
   create_stream_and_blas();
   upload_weights(*model_);
+  if (int8_gemm_) name_ += fmt::format(" +int8 GEMM weights {:.2f} GB", static_cast<double>(int8_copy_bytes_) / 1e9);
 }
 
 CudaBackend::~CudaBackend() {
@@ -68,6 +70,23 @@ CudaBackend::~CudaBackend() {
   if (blas_ws_) cudaFree(blas_ws_);
   if (meta_h_) cudaFreeHost(meta_h_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+bool CudaBackend::use_int8_gemm(const Transformer& model) const {
+  const std::string& v = opts_.gemm_weights;
+  TRITIUM_CHECK(v == "auto" || v == "packed" || v == "int8", "CUDA backend: GEMM weights '{}' (expected auto, packed or int8)",
+                v);
+  if (v != "auto") return v == "int8";
+  if (opts_.single_sequence || tp_) return false;
+  size_t bytes = 0;
+  for (const LayerWeights& L : model.layers())
+    for (const Linear* lin : {L.qkv.get(), L.o.get(), L.gate_up.get(), L.down.get()})
+      if (dynamic_cast<const TernaryLinear*>(lin))
+        bytes += static_cast<size_t>((lin->out_features() + 15) / 16 * 16) * lin->in_features();
+  if (bytes == 0) return false;
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return bytes <= total_b / 16;
 }
 
 void CudaBackend::create_stream_and_blas() {
@@ -144,6 +163,17 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
     const PackedTernary& p = t->packed();
     std::vector<int8_t> w(static_cast<size_t>(p.rows() * p.cols()));
     p.unpack(w.data());
+    const auto upload_int8_copy = [&](int kp) {  // rows zero-padded to np8, columns to kp (xq_'s row stride)
+      if (!int8_gemm_) return;
+      d.np8 = (d.n + 15) / 16 * 16;
+      std::vector<int8_t> w8(static_cast<size_t>(d.np8) * kp, 0);
+      for (int64_t r = 0; r < p.rows(); ++r)
+        std::copy_n(w.data() + r * p.cols(), p.cols(), w8.data() + r * kp);
+      d.w8 = weights_.upload(w8.data(), w8.size());
+      int8_copy_bytes_ += w8.size();
+      max_np8_ = std::max(max_np8_, d.np8);
+      if (!i8ws_) i8ws_ = std::make_unique<cuda::Int8Workspace>();
+    };
     if (tcb_) {
       const auto shape = cuda::TcbShape::of(p.rows(), p.cols());
       const cuda::TcbWeights tw = cuda::pack_tcb(w.data(), p.rows(), p.cols());
@@ -151,6 +181,7 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
       d.negc = weights_.upload(tw.neg_count.data(), tw.neg_count.size());
       d.np = static_cast<int>(shape.np);
       d.kp = static_cast<int>(shape.kp);
+      upload_int8_copy(d.kp);
       tc2_scratch_words_ = std::max(tc2_scratch_words_, static_cast<size_t>((d.n + 63) / 64 * 64) * (d.kp / 16));
     } else {
       const auto shape = cuda::Tc2Shape::of(p.rows(), p.cols());
@@ -158,6 +189,7 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
       d.w2 = weights_.upload(words.data(), words.size());
       d.np = static_cast<int>(shape.np);
       d.kp = static_cast<int>(shape.kp);
+      upload_int8_copy(d.kp);
     }
     const auto& segs = t->segments();
     TRITIUM_CHECK(!segs.empty() && segs.size() <= 3, "CUDA backend: {} weight segments (at most 3 supported)",

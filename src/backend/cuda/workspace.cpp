@@ -48,7 +48,10 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
     lg_local_ = ws_.alloc<float>(Oc * vpad);
   }
   tmp_ = ws_.alloc<float>(Mc * std::max<size_t>({qkvw, 2 * I, Hd}));
-  xq_ = ws_.alloc<int8_t>(Mc * max_kp_);
+  // The int8 GEMM (cuBLASLt) runs on the rows rounded up to 16: room for them in xq_ and its sums (scratch, never
+  // read back).
+  xq_ = ws_.alloc<int8_t>((Mc + 16) * max_kp_);
+  if (int8_gemm_) acc8_ = ws_.alloc<int32_t>((Mc + 16) * static_cast<size_t>(max_np8_));
   if (tcb_) xb_ = ws_.alloc<uint32_t>(static_cast<size_t>(max_kp_) / 4);  // one row: see tcb_kernel_for
   inv_s_ = ws_.alloc<float>(Mc);
   sumq_ = ws_.alloc<int32_t>(Mc);

@@ -37,6 +37,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_ops.cuh"
 
 namespace tritium::cuda {
 namespace {
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     const float* __restrict__ sin_t, const int32_t* __restrict__ pos, const int32_t* __restrict__ seq,
     const int32_t* __restrict__ bt, int btw, int bs, KT* __restrict__ kpool, KT* __restrict__ vpool,
     float* __restrict__ out, float scale, float kvs, const int32_t* __restrict__ row_list, float* __restrict__ part,
-    int* __restrict__ cnt, int cpb) {
+    int* __restrict__ cnt, int cpb, PendingSums sums) {
   constexpr int DL = D / 8, DH = DL / 2, T = gqa_tile<D, KT>(), RB = D * static_cast<int>(sizeof(KT)), PR = RB / 16;
   static_assert(DL % 8 == 0, "head_dim must be a multiple of 64");
   static_assert(T % 4 == 0 && RB % 16 == 0, "tiles of whole groups and 16-byte pieces");
@@ -142,12 +143,25 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
   __syncthreads();  // first_blocks
   if (p_lo < p_hi) copy_tile(p_lo, 0);
   const float* row = qkv + static_cast<int64_t>(r) * ldq;
-  // Element i < DH of a lane's array is dimension d0 + i, element DH + i dimension d1 + i.
-  auto load_q = [&](const float* src, float (&v)[DL]) {
+  // Element i < DH of a lane's array is dimension d0 + i, element DH + i dimension d1 + i. col: the head's first
+  // column in the row: from the floats of qkv, or (fused, sums.acc) from the qkv projection's pending int8-GEMM sums
+  // through its epilogue (the same values bit for bit).
+  auto load_q = [&](int col, float (&v)[DL]) {
+    if (FUSED && sums.acc) {
+      const SumsRow sr{sums.acc + static_cast<int64_t>(r) * sums.ldacc, sums.inv_s[r], sums.ep.seg_end[0],
+                       sums.ep.seg_end[1], sums.ep.seg_scale[0], sums.ep.seg_scale[1], sums.ep.seg_scale[2]};
+#pragma unroll
+      for (int i = 0; i < DH; i += 4) {
+        const float4 a = sr.value4((col + d0 + i) / 4), b = sr.value4((col + d1 + i) / 4);
+        v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+        v[DH + i] = b.x, v[DH + i + 1] = b.y, v[DH + i + 2] = b.z, v[DH + i + 3] = b.w;
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < DH; i += 4) {
-      const float4 a = __ldcg(reinterpret_cast<const float4*>(src + d0 + i));
-      const float4 b = __ldcg(reinterpret_cast<const float4*>(src + d1 + i));
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(row + col + d0 + i));
+      const float4 b = __ldcg(reinterpret_cast<const float4*>(row + col + d1 + i));
       v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
       v[DH + i] = b.x, v[DH + i + 1] = b.y, v[DH + i + 2] = b.z, v[DH + i + 3] = b.w;
     }
@@ -170,10 +184,10 @@ __global__ void __launch_bounds__(256) attention_gqa_kernel(
     }
   };
   float qv[DL], kc[DL], vc[DL];
-  load_q(row + h * D, qv);
+  load_q(h * D, qv);
   if constexpr (FUSED) {
-    load_q(row + H * D + kvh * D, kc);
-    load_q(row + H * D + kvd + kvh * D, vc);
+    load_q(H * D + kvh * D, kc);
+    load_q(H * D + kvd + kvh * D, vc);
     auto rope = [&](float (&v)[DL]) {
 #pragma unroll
       for (int i = 0; i < DH; ++i) {
@@ -364,18 +378,18 @@ template <bool FUSED, class KT>
 void launch_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                 const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width,
                 int block_size, KT* k_pool, KT* v_pool, float* out, int nsplit, const int32_t* row_list, float* part,
-                int32_t* cnt, cudaStream_t stream, float kvs, int hb, int cpb) {
+                int32_t* cnt, cudaStream_t stream, float kvs, int hb, int cpb, const PendingSums& sums) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const dim3 grid(rows, H / hb, (nsplit + cpb - 1) / cpb), block(32 * hb);
   const char* what = FUSED ? "attention_decode_gqa" : "attention_gqa";
   switch (D) {
     case 64:
       launch(attention_gqa_kernel<64, FUSED, KT>, grid, block, 0, stream, what, qkv, ldq, H, KVH, cos_t, sin_t, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb);
+             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb, sums);
       break;
     case 128:
       launch(attention_gqa_kernel<128, FUSED, KT>, grid, block, 0, stream, what, qkv, ldq, H, KVH, cos_t, sin_t, pos,
-             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb);
+             seq, block_tables, bt_width, block_size, k_pool, v_pool, out, scale, kvs, row_list, part, cnt, cpb, sums);
       break;
     default: check(cudaErrorInvalidValue, "attention_gqa (head_dim must be 64 or 128)");
   }
@@ -385,8 +399,11 @@ template <bool FUSED>
 void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
              const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
              void* k_pool, void* v_pool, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
-             cudaStream_t stream, KvFormat kv, int hb, int cpb) {
+             cudaStream_t stream, KvFormat kv, int hb, int cpb, const PendingSums& sums) {
   if (rows <= 0) return;
+  if (sums.acc && (!sums.inv_s || sums.ldacc % 4 || reinterpret_cast<uintptr_t>(sums.acc) % 16 ||
+                   sums.ldacc < static_cast<int64_t>(H + 2 * KVH) * D))
+    check(cudaErrorInvalidValue, "attention_decode_gqa (pending qkv sums: ldacc a multiple of 4 >= the row, 16-byte aligned)");
   if (!attention_gqa_supported(H, KVH, D))
     check(cudaErrorInvalidValue, "attention_gqa (H / KVH must be an integer in 1..8, head_dim 64 or 128)");
   const int G = H / KVH;
@@ -403,7 +420,7 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
     using KT = decltype(tag);
     launch_gqa<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
                       static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), out, nsplit, row_list, part, cnt, stream,
-                      kv.scale, hb, cpb);
+                      kv.scale, hb, cpb, sums);
   });
 }
 
@@ -442,9 +459,10 @@ void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KV
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
                           float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv, int heads_per_block,
-                          int chunks_per_block) {
+                          int chunks_per_block, const PendingSums* qkv_sums) {
   run_gqa<true>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool,
-                out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block, chunks_per_block);
+                out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block, chunks_per_block,
+                qkv_sums ? *qkv_sums : PendingSums{});
 }
 
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
@@ -453,7 +471,7 @@ void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int row
                    cudaStream_t stream, KvFormat kv, int heads_per_block, int chunks_per_block) {
   run_gqa<false>(q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq, block_tables, bt_width, block_size,
                  const_cast<void*>(k_pool), const_cast<void*>(v_pool), out, nsplit, row_list, partial, counters,
-                 stream, kv, heads_per_block, chunks_per_block);
+                 stream, kv, heads_per_block, chunks_per_block, PendingSums{});
 }
 
 }  // namespace tritium::cuda

@@ -67,6 +67,13 @@ void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, 
                     TernaryKernel kernel = TernaryKernel::kAuto, int lanes_or_warps = 0,
                     bool weights_from_stream = false);
 
+/// The epilogue of ternary_matmul applied to exact sums computed elsewhere (the int8 copy of a ternary projection
+/// through cuBLASLt's int8 GEMM): acc int32 [rows, ldacc] (acc[m, r] = sum_k w[r, k] x[m, k]), inv_s [rows];
+/// y[m, r] (+)= (float(acc[m, r]) * inv_s[m]) * scale of r's segment, the same float operations as the ternary
+/// kernels, so the same bits. Throws tritium::Error on bad arguments.
+void ternary_epilogue(const int32_t* acc, int64_t ldacc, int rows, int n, const float* inv_s,
+                      const TernaryEpilogue& ep, cudaStream_t stream);
+
 /// True when the current device can run TernaryKernel::kTiledGemm (thread-block clusters: sm_90 or newer).
 bool tiled_gemm_supported();
 /// Blocks of the K split (a thread-block cluster) the tiled GEMM picks for np weight rows, M tokens and kp: 1, 2, 4
@@ -136,6 +143,31 @@ void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float
 /// planes: as norm_quant.
 void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
                     int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes = nullptr);
+
+/// The exact sums of a ternary projection computed by the int8 GEMM, whose epilogue (ternary_epilogue) the next
+/// row kernel applies while it loads its row, instead of a kernel of its own: value(m, c) = (float(acc[m, c]) *
+/// inv_s[m]) * scale of c's segment (ep.seg_end / ep.seg_scale). ep.y / ep.ldy / ep.add: where ternary_epilogue
+/// would have written (the residual stream for o and down, add = true; gate_up's output, add = false). inv_s may
+/// be the buffer the row kernel writes its own multipliers to: each row's value is read before it is replaced.
+struct PendingSums {
+  const int32_t* acc = nullptr;  ///< [rows, ldacc]
+  int64_t ldacc = 0;
+  const float* inv_s = nullptr;  ///< [rows]
+  TernaryEpilogue ep;
+};
+
+/// A residual projection's pending sums added to the residual stream, then norm_quant of the new rows: x = p.ep.y
+/// [rows, D] (stride p.ep.ldy, p.ep.add must be true) += value(m, 0..D), then norm_quant(x, weight) into q / inv_s
+/// / sumq (/ planes). The same float operations as ternary_epilogue followed by norm_quant, so the same bits.
+void residual_norm_quant(const PendingSums& p, int rows, int D, const float* weight, float eps, int8_t* q, int kp,
+                         float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes = nullptr);
+
+/// glu_norm_quant of gate_up's pending sums (gate = value(m, 0..I), up = value(m, I..2I)) without writing them:
+/// the same bits as ternary_epilogue into p.ep.y (which must be the [rows, 2 I] gate_up output) followed by
+/// glu_norm_quant. act: scratch as in glu_norm_quant.
+void glu_norm_quant_sums(const PendingSums& p, int rows, int I, bool relu2, const float* weight, float eps,
+                         float* act, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream,
+                         uint32_t* planes = nullptr);
 
 /// Same as norm_quant but also writes y as bf16 (for the bf16 lm_head); y_bf16 [rows, D].
 void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D,
@@ -237,12 +269,14 @@ int attention_gqa_chunks(int64_t n);                  ///< chunks of a context o
 /// heads H) x ceil(nsplit / chunks) at least 4 warps per SM and a block at most ~256 positions.
 int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit);
 /// The fused decode step (as attention_decode_rope: RoPE of q and k at pos[r], the new k / v written to the pools,
-/// rows [rows, q_dim + 2 kv_dim] left as they are).
+/// rows [rows, q_dim + 2 kv_dim] left as they are). qkv_sums (optional): q, k and v come from the qkv
+/// projection's pending int8-GEMM sums through its epilogue (PendingSums; acc 16-byte aligned, ldacc a multiple of
+/// 4) instead of from qkv, which is then not read: the bits of ternary_epilogue into qkv followed by this kernel.
 void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
                           float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv = {},
-                          int heads_per_block = 0, int chunks_per_block = 0);
+                          int heads_per_block = 0, int chunks_per_block = 0, const PendingSums* qkv_sums = nullptr);
 /// The same attention after rope_kv_write (q rotated, the new position in the pools) for the rows listed in row_list
 /// [rows] (nullptr: rows 0..rows-1): the bits of attention_decode_gqa. out row r is written for each listed r.
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,

@@ -126,6 +126,40 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
   }
 }
 
+// norm_quant_vec_kernel over pending sums (PendingSums): the row comes from row_load_sums. inv_s may be the
+// pending sums' multipliers (p.inv_s): every thread reads its row's value before the first barrier, thread 0
+// writes the new one after the last.
+template <int VPT, int MODE>
+__global__ void __launch_bounds__(kVecThreads) norm_quant_sums_kernel(PendingSums p, const float* __restrict__ weight,
+                                                                      int D, float eps, int8_t* __restrict__ q, int kp,
+                                                                      float* inv_s, int32_t* __restrict__ sumq,
+                                                                      uint32_t* __restrict__ xb) {
+  __shared__ RowScratch<kVecThreads> sm;
+  const int r = blockIdx.x, tid = threadIdx.x, n4 = D / 4;
+  float4 wv[VPT];
+  if (weight) row_load_weight<kVecThreads>(weight, n4, wv);
+  pdl_trigger();
+  pdl_wait();
+  const SumsRow sr{p.acc + static_cast<int64_t>(r) * p.ldacc, p.inv_s[r], p.ep.seg_end[0], p.ep.seg_end[1],
+                   p.ep.seg_scale[0], p.ep.seg_scale[1], p.ep.seg_scale[2]};
+  float4 v[VPT];
+  row_load_sums<kVecThreads, VPT, MODE>(sr, MODE == 0 ? p.ep.y + static_cast<int64_t>(r) * p.ep.ldy : nullptr, n4, v);
+  if (weight) row_rms_norm<kVecThreads>(v, wv, D, eps, sm);
+  uint32_t* qr = reinterpret_cast<uint32_t*>(q + static_cast<int64_t>(r) * kp);
+  for (int i = n4 + tid; i < kp / 4; i += kVecThreads) qr[i] = 0u;
+  float is = 1.0f;
+  int sum = 0;
+  uint32_t cw[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) cw[j] = 0u;
+  row_quantize<kVecThreads>(v, n4, sm, [&](int j, int i, uint32_t word) { qr[i] = word; cw[j] = word; }, is, sum);
+  if (xb) row_planes<kVecThreads, VPT>(cw, kp / 128, xb + static_cast<int64_t>(r) * (kp / 4));
+  if (tid == 0) {
+    inv_s[r] = is;
+    sumq[r] = sum;
+  }
+}
+
 // Float4 per thread needed for D values; 0 when the vector kernel cannot take the row (more than 8).
 int vec_per_thread(int D) {
   const int n4 = (D / 4 + kVecThreads - 1) / kVecThreads;
@@ -254,7 +288,62 @@ int grid_for(int64_t total) {
   return static_cast<int>(b < 4096 ? (b > 0 ? b : 1) : 4096);
 }
 
+template <int MODE>
+void launch_sums(int vpt, const PendingSums& p, const float* weight, int rows, int D, float eps, int8_t* q, int kp,
+                 float* inv_s, int32_t* sumq, uint32_t* xb, cudaStream_t st) {
+  auto go = [&](auto kern) {
+    launch(kern, dim3(rows), dim3(kVecThreads), 0, st, "norm_quant (pending sums)", p, weight, D, eps, q, kp, inv_s,
+           sumq, xb);
+  };
+  switch (vpt) {
+    case 1: go(norm_quant_sums_kernel<1, MODE>); break;
+    case 2: go(norm_quant_sums_kernel<2, MODE>); break;
+    case 3: go(norm_quant_sums_kernel<3, MODE>); break;
+    case 4: go(norm_quant_sums_kernel<4, MODE>); break;
+    default: go(norm_quant_sums_kernel<8, MODE>); break;
+  }
+}
+
+// The pending sums can be read as int4 and the row kernel's float4 path applies.
+bool sums_vec_ok(const PendingSums& p, int width, int vpt, int kp, const float* weight, const int8_t* q) {
+  return vpt > 0 && width % 4 == 0 && p.ldacc % 4 == 0 && kp % 4 == 0 && aligned16(p.acc) && aligned16(weight) &&
+         aligned16(q) && aligned16(p.ep.y) && p.ep.ldy % 4 == 0;
+}
+
 }  // namespace
+
+void residual_norm_quant(const PendingSums& p, int rows, int D, const float* weight, float eps, int8_t* q, int kp,
+                         float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes) {
+  if (rows <= 0) return;
+  if (!p.acc || !p.inv_s || !p.ep.y || !p.ep.add || kp < D || p.ldacc < D)
+    check(cudaErrorInvalidValue, "residual_norm_quant (bad arguments)");
+  if (planes && kp % 256) check(cudaErrorInvalidValue, "residual_norm_quant (bit planes need kp % 256 == 0)");
+  const int vpt = vec_per_thread(D);
+  if (!sums_vec_ok(p, D, vpt, kp, weight, q)) {  // the two kernels it stands for
+    ternary_epilogue(p.acc, p.ldacc, rows, D, p.inv_s, p.ep, stream);
+    norm_quant(p.ep.y, p.ep.ldy, nullptr, weight, rows, D, eps, nullptr, q, kp, inv_s, sumq, stream, planes);
+    return;
+  }
+  launch_sums<0>(vpt, p, weight, rows, D, eps, q, kp, inv_s, sumq, planes, stream);
+}
+
+void glu_norm_quant_sums(const PendingSums& p, int rows, int I, bool relu2, const float* weight, float eps,
+                         float* act, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream,
+                         uint32_t* planes) {
+  if (rows <= 0) return;
+  if (!p.acc || !p.inv_s || !p.ep.y || p.ep.add || kp < I || p.ldacc < 2 * static_cast<int64_t>(I) ||
+      p.ep.ldy < 2 * static_cast<int64_t>(I))
+    check(cudaErrorInvalidValue, "glu_norm_quant_sums (bad arguments)");
+  if (planes && kp % 256) check(cudaErrorInvalidValue, "glu_norm_quant_sums (bit planes need kp % 256 == 0)");
+  const int vpt = vec_per_thread(I);
+  if (!sums_vec_ok(p, I, vpt, kp, weight, q) || p.ep.ldy != 2 * static_cast<int64_t>(I)) {
+    ternary_epilogue(p.acc, p.ldacc, rows, 2 * I, p.inv_s, p.ep, stream);
+    glu_norm_quant(p.ep.y, rows, I, relu2, weight, eps, act, q, kp, inv_s, sumq, stream, planes);
+    return;
+  }
+  if (relu2) launch_sums<1>(vpt, p, weight, rows, I, eps, q, kp, inv_s, sumq, planes, stream);
+  else launch_sums<2>(vpt, p, weight, rows, I, eps, q, kp, inv_s, sumq, planes, stream);
+}
 
 void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float* weight, int rows, int D, float eps,
                 float* y, int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes) {

@@ -78,6 +78,46 @@ __device__ __forceinline__ void row_load(const float* src, int n4, float4 (&v)[V
   }
 }
 
+/// The dequantized value of an exact sum as the ternary epilogue computes it (ternary_epilogue.cuh,
+/// epilogue_value): (float(a) * inv) * scale of column c's segment.
+struct SumsRow {
+  const int32_t* acc;  // the row's sums
+  float inv;
+  int e0, e1;
+  float s0, s1, s2;
+  __device__ __forceinline__ float value(int c, int32_t a) const {
+    const float sc = c < e0 ? s0 : (c < e1 ? s1 : s2);
+    return __fmul_rn(__fmul_rn(static_cast<float>(a), inv), sc);
+  }
+  __device__ __forceinline__ float4 value4(int i) const {  // float4 i: columns 4 i .. 4 i + 3
+    const int4 a = reinterpret_cast<const int4*>(acc)[i];
+    const int c = 4 * i;
+    return make_float4(value(c, a.x), value(c + 1, a.y), value(c + 2, a.z), value(c + 3, a.w));
+  }
+};
+
+/// row_load from pending sums: MODE 0 the residual row x + value (x: the residual stream's row, updated in place
+/// with the sums, as the epilogue's __fadd_rn), MODE 1 / 2 the GLU of gate = value(0..), up = value(4 n4..).
+template <int NT, int VPT, int MODE>
+__device__ __forceinline__ void row_load_sums(const SumsRow& s, float* x, int n4, float4 (&v)[VPT]) {
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * NT;
+    v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < n4) {
+      if (MODE == 0) {
+        const float4 a = s.value4(i), r = reinterpret_cast<const float4*>(x)[i];
+        v[j] = make_float4(__fadd_rn(r.x, a.x), __fadd_rn(r.y, a.y), __fadd_rn(r.z, a.z), __fadd_rn(r.w, a.w));
+        reinterpret_cast<float4*>(x)[i] = v[j];
+      } else {
+        const float4 g = s.value4(i), u = s.value4(n4 + i);
+        v[j] = make_float4(glu_one(g.x, u.x, MODE), glu_one(g.y, u.y, MODE), glu_one(g.z, u.z, MODE),
+                           glu_one(g.w, u.w, MODE));
+      }
+    }
+  }
+}
+
 /// Loads the norm weight w [4 n4] (constant data: may be read before the programmatic-dependent-launch wait).
 template <int NT, int VPT>
 __device__ __forceinline__ void row_load_weight(const float* __restrict__ w, int n4, float4 (&wv)[VPT]) {

@@ -505,6 +505,36 @@ __global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __rest
   }
 }
 
+/// ternary_epilogue: 4 consecutive outputs of one row per thread (n, ldacc and ldy multiples of 4), or one
+/// (vec4 0). The sums are loaded before the residual, so each thread's loads are in flight together.
+template <int kVec>
+__global__ void epilogue_i32_kernel(const int32_t* __restrict__ acc, int64_t ldacc, int rows, int n,
+                                    const float* __restrict__ inv_s, Epi ep) {
+  pdl_trigger();
+  pdl_wait();
+  const int per_row = n / kVec;
+  const int64_t total = static_cast<int64_t>(rows) * per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int m = static_cast<int>(i / per_row), c = static_cast<int>(i % per_row) * kVec;
+    const float s = inv_s[m];
+    float* y = ep.y + static_cast<int64_t>(m) * ep.ldy + c;
+    if constexpr (kVec == 4) {
+      const int4 v = *reinterpret_cast<const int4*>(acc + static_cast<int64_t>(m) * ldacc + c);
+      float4 o = make_float4(epilogue_value(ep, c, v.x, s), epilogue_value(ep, c + 1, v.y, s),
+                             epilogue_value(ep, c + 2, v.z, s), epilogue_value(ep, c + 3, v.w, s));
+      if (ep.add) {
+        const float4 r = *reinterpret_cast<const float4*>(y);
+        o = make_float4(__fadd_rn(r.x, o.x), __fadd_rn(r.y, o.y), __fadd_rn(r.z, o.z), __fadd_rn(r.w, o.w));
+      }
+      *reinterpret_cast<float4*>(y) = o;
+    } else {
+      const float v = epilogue_value(ep, c, acc[static_cast<int64_t>(m) * ldacc + c], s);
+      *y = ep.add ? __fadd_rn(*y, v) : v;
+    }
+  }
+}
+
 void run_bitcos(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,
                 const int8_t* xq, const float* inv_s, int M, const Epi& ep, cudaStream_t st) {
   if (n <= 0 || kp <= 0 || kp % 64 || M <= 0 || M > 8) {
@@ -537,6 +567,25 @@ void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* 
                         bool weights_from_stream) {
   const Epi ep = make_epi_i32(acc);
   run(w, n, np, kp, xq, sumq, nullptr, M, ep, stream, kernel, lanes_or_warps, !weights_from_stream);
+}
+
+void ternary_epilogue(const int32_t* acc, int64_t ldacc, int rows, int n, const float* inv_s,
+                      const TernaryEpilogue& e, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return;
+  if (!acc || !inv_s || !e.y || ldacc < n || e.ldy < n) check(cudaErrorInvalidValue, "ternary_epilogue (bad arguments)");
+  const Epi ep = make_epi(e);
+  const bool vec = n % 4 == 0 && ldacc % 4 == 0 && e.ldy % 4 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(e.y) % 16 == 0;
+  const int64_t items = static_cast<int64_t>(rows) * (vec ? n / 4 : n);
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<int64_t>((items + threads - 1) / threads, 65535));
+  if (vec) {
+    launch(epilogue_i32_kernel<4>, dim3(blocks), dim3(threads), 0, stream, "ternary_epilogue", acc, ldacc, rows, n,
+           inv_s, ep);
+  } else {
+    launch(epilogue_i32_kernel<1>, dim3(blocks), dim3(threads), 0, stream, "ternary_epilogue", acc, ldacc, rows, n,
+           inv_s, ep);
+  }
 }
 
 void ternary_bitcos_gemv(const uint32_t* masks, const uint32_t* row_offsets, const uint32_t* signs, int n, int kp,

@@ -345,6 +345,39 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
           }
         }
         EXPECT_EQ(dq.down(), qkv) << "qkv left as it was";
+        {  // q, k, v from the qkv projection's pending int8-GEMM sums: the bits of the epilogue's floats
+          const int ld = w + 4;
+          std::uniform_int_distribution<int> ad(-3000, 3000);
+          std::vector<int32_t> acc(static_cast<size_t>(rows) * ld);
+          for (auto& a : acc) a = ad(rng);
+          std::vector<float> inv(rows);
+          for (int r = 0; r < rows; ++r) inv[r] = 1e-3f * static_cast<float>(r + 1);
+          DevBuf<int32_t> dacc(acc);
+          DevBuf<float> dinv(inv), qe(qkv.size()), nan(std::vector<float>(qkv.size(), NAN)), o4(o1.n), o5(o1.n);
+          cuda::PendingSums ps;
+          ps.acc = dacc.p;
+          ps.ldacc = ld;
+          ps.inv_s = dinv.p;
+          ps.ep.seg_end[0] = qd, ps.ep.seg_end[1] = qd + kvd, ps.ep.seg_end[2] = w;
+          ps.ep.seg_scale[0] = 0.37f, ps.ep.seg_scale[1] = 1.9f, ps.ep.seg_scale[2] = 0.05f;
+          cuda::TernaryEpilogue ep = ps.ep;
+          ep.y = qe.p;
+          ep.ldy = w;
+          cuda::ternary_epilogue(dacc.p, ld, rows, w, dinv.p, ep, nullptr);
+          DevBuf<uint8_t> k4(kb), v4(vb), k5(kb), v5(vb);
+          cuda::attention_decode_gqa(qe.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
+                                     k4.p, v4.p, o4.p, maxchunks, part.p, cnt.p, nullptr, elem);
+          cuda::attention_decode_gqa(nan.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs,
+                                     k5.p, v5.p, o5.p, maxchunks, part.p, cnt.p, nullptr, elem, 0, 0, &ps);
+          EXPECT_EQ(o5.down(), o4.down()) << "pending qkv sums " << what;
+          EXPECT_EQ(k5.down(), k4.down()) << "pending qkv sums, k pool " << what;
+          EXPECT_EQ(v5.down(), v4.down()) << "pending qkv sums, v pool " << what;
+          ps.ldacc = w + 2;  // not a multiple of 4
+          EXPECT_THROW(cuda::attention_decode_gqa(nan.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p,
+                                                  pc.btw, pc.bs, k5.p, v5.p, o5.p, maxchunks, part.p, cnt.p, nullptr,
+                                                  elem, 0, 0, &ps),
+                       Error);
+        }
         // Unfused after rope_kv_write, every row, then rows 1, 4, 6 through a row list into a poisoned output.
         DevBuf<float> dq3(qkv);
         cuda::rope_kv_write(dq3.p, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,

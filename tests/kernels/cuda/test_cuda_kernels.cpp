@@ -26,6 +26,7 @@
 #if TRITIUM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/int8_linear.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/cuda_test_util.h"
 #endif
@@ -489,6 +490,32 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
             }
         }
       }
+      // The int8 copy (CudaOptions::gemm_weights "int8"): cuBLASLt's int8 GEMM over [np16, kp] codes on M rounded up
+      // to 16 rows, then ternary_epilogue: the same bits.
+      if (M < 17) continue;
+      const int np16 = (n + 15) / 16 * 16, Mp = (M + 15) / 16 * 16;
+      std::vector<int8_t> w8(static_cast<size_t>(np16) * s.kp, 0);
+      for (int r = 0; r < n; ++r)
+        for (int c = 0; c < k; ++c) w8[static_cast<size_t>(r) * s.kp + c] = w[static_cast<size_t>(r) * k + c];
+      DevBuf<int8_t> dw8(w8), q16(static_cast<size_t>(Mp) * s.kp);
+      ASSERT_EQ(cudaMemcpy(q16.p, q.p, static_cast<size_t>(M) * s.kp, cudaMemcpyDeviceToDevice), cudaSuccess);
+      DevBuf<int32_t> acc(static_cast<size_t>(Mp) * np16);
+      cuda::Int8Workspace ws;
+      ws.gemm(dw8.p, np16, static_cast<int>(s.kp), q16.p, M, acc.p, np16, nullptr, 2);
+      for (bool add : {false, true}) {
+        DevBuf<float> dy(base);
+        cuda::TernaryEpilogue ep = segmented_epilogue(dy.p, n, o.ldy);
+        ep.add = add;
+        cuda::ternary_epilogue(acc.p, np16, M, n, inv.p, ep, nullptr);
+        const auto got = dy.down();
+        for (int m = 0; m < M; ++m)
+          for (int r = 0; r < o.ldy; ++r) {
+            const size_t i = static_cast<size_t>(m) * o.ldy + r;
+            const float want = r >= n ? base[i] : add ? base[i] + ref[static_cast<size_t>(m) * n + r]
+                                                      : ref[static_cast<size_t>(m) * n + r];
+            ASSERT_EQ(got[i], want) << "int8 copy n=" << n << " M=" << M << " add " << add << " at " << m << "," << r;
+          }
+      }
     }
   }
 }
@@ -710,6 +737,72 @@ TEST(CudaKernels, GluEmbeddingBiasVsCpu) {
   cuda::bias_add(dtt.p, db.p, 3, 7, dy.p, true, nullptr);
   auto gy = dy.down();
   for (int i = 0; i < 21; ++i) ASSERT_EQ(gy[i], y0[i] + (t[i] + b[i % 7]));
+}
+
+// Pending int8-GEMM sums applied by the next row kernel (residual_norm_quant, glu_norm_quant_sums) give the bits of
+// ternary_epilogue followed by norm_quant / glu_norm_quant: the residual stream, q, inv_s and sumq, with inv_s
+// both the pending sums' multipliers and the kernel's output (as in the forward), with segments, with and without
+// the norm, on widths of the vector kernels and of the fallback (odd widths).
+TEST(CudaKernels, PendingSumsRowKernelsMatchEpilogueThenRowKernel) {
+  REQUIRE_GPU();
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int> ad(-90000, 90000);
+  for (auto [M, D] : std::vector<std::pair<int, int>>{{1, 2560}, {17, 2560}, {64, 6912}, {5, 1028}, {3, 333}}) {
+    const int kp = (D + 63) / 64 * 64;
+    for (bool glu : {false, true}) {
+      const int width = glu ? 2 * D : D, ld = width + (D % 4 ? 1 : 4);  // row strides of the sums and the output
+      std::vector<int32_t> acc(static_cast<size_t>(M) * ld);
+      for (auto& a : acc) a = ad(rng);
+      std::vector<float> inv0(M);
+      for (int m = 0; m < M; ++m) inv0[m] = 1e-4f * static_cast<float>(m + 3);
+      const auto x0 = random_floats(rng, static_cast<size_t>(M) * (glu ? 2 * D : D), 2.0f);
+      const auto nw = random_floats(rng, D, 1.0f);
+      DevBuf<int32_t> dacc(acc), sq(M), sq2(M);
+      DevBuf<float> dnw(nw), act(static_cast<size_t>(M) * D);
+      DevBuf<int8_t> q(static_cast<size_t>(M) * kp), q2(static_cast<size_t>(M) * kp);
+      for (bool norm : {true, false}) {
+        if (!glu && !norm) continue;  // residual_norm_quant always normalizes
+        for (bool relu2 : {true, false}) {
+          if (!glu && !relu2) continue;
+          // Fused: inv_s in / out the same buffer.
+          DevBuf<float> x(x0), inv(inv0), x2(x0), inv2(inv0);
+          cuda::PendingSums p;
+          p.acc = dacc.p;
+          p.ldacc = ld;
+          p.inv_s = inv.p;
+          p.ep.seg_end[0] = glu ? D : D / 3;
+          p.ep.seg_end[1] = glu ? 2 * D : D / 2;
+          p.ep.seg_end[2] = width;
+          p.ep.seg_scale[0] = 0.37f, p.ep.seg_scale[1] = 1.9f, p.ep.seg_scale[2] = 0.05f;
+          p.ep.y = x.p;
+          p.ep.ldy = glu ? 2 * D : D;
+          p.ep.add = !glu;
+          const float* w = norm ? dnw.p : nullptr;
+          if (glu) cuda::glu_norm_quant_sums(p, M, D, relu2, w, 1e-6f, act.p, q.p, kp, inv.p, sq.p, nullptr);
+          else cuda::residual_norm_quant(p, M, D, w, 1e-6f, q.p, kp, inv.p, sq.p, nullptr);
+          // The two kernels it stands for.
+          cuda::TernaryEpilogue ep = p.ep;
+          ep.y = x2.p;
+          cuda::ternary_epilogue(dacc.p, ld, M, width, inv2.p, ep, nullptr);
+          if (glu) cuda::glu_norm_quant(x2.p, M, D, relu2, w, 1e-6f, act.p, q2.p, kp, inv2.p, sq2.p, nullptr);
+          else cuda::norm_quant(x2.p, D, nullptr, w, M, D, 1e-6f, nullptr, q2.p, kp, inv2.p, sq2.p, nullptr);
+          const std::string what = "M=" + std::to_string(M) + " D=" + std::to_string(D) + " glu " +
+                                   std::to_string(glu) + " norm " + std::to_string(norm) + " relu2 " +
+                                   std::to_string(relu2);
+          if (!glu) {
+            ASSERT_EQ(x.down(), x2.down()) << what;  // the residual stream
+          }
+          ASSERT_EQ(q.down(), q2.down()) << what;
+          ASSERT_EQ(inv.down(), inv2.down()) << what;
+          ASSERT_EQ(sq.down(), sq2.down()) << what;
+          const auto xs = x.down();
+          if (!glu) {
+            EXPECT_NE(xs, x0) << what;  // the sums were added
+          }
+        }
+      }
+    }
+  }
 }
 
 // The fused GLU + RMSNorm + quantization equals glu() then cpu rms_norm + quantization (relu2: exactly; silu: the
