@@ -17,6 +17,7 @@
 #include "formats/ternary_tc2.h"
 #include "formats/ternary_tcb.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/int8_linear.h"
 #include "bench/cuda_kernel_bench.h"
 #include "bench/cuda_bench_util.h"
 
@@ -103,6 +104,7 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   cublasSetStream(blas, st);
   Dev blas_ws(size_t{32} << 20);
   cublasSetWorkspace(blas, blas_ws.p, size_t{32} << 20);
+  cuda::Int8Workspace int8_ws;  // cuBLASLt handle and plans of the int8-copy rows
   std::string out;
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, o.device);
@@ -287,6 +289,27 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
                     }
                   });
         }
+      }
+      // The same weights held as int8 codes (4x the bytes of tc2) through cuBLASLt's int8 tensor-core GEMM: the
+      // integer product only (int32 out, no epilogue), the bound of serving batches from an int8 copy.
+      if (M > 16) {
+        const int np16 = (sh.n + 15) / 16 * 16;
+        const size_t ibytes = static_cast<size_t>(np16) * s.kp;
+        const int icopies = static_cast<int>(std::max<size_t>(1, (o.rotate_bytes + ibytes - 1) / ibytes));
+        std::vector<int8_t> wi(ibytes, 0);
+        for (int n = 0; n < sh.n; ++n)
+          for (int k = 0; k < sh.k; ++k) wi[static_cast<size_t>(n) * s.kp + k] = w[static_cast<size_t>(n) * sh.k + k];
+        Dev dwi(ibytes * icopies), dxq16(static_cast<size_t>(M + 16) * s.kp),
+            dacc(static_cast<size_t>(M + 16) * np16 * 4);
+        for (int c = 0; c < icopies; ++c)
+          check(cudaMemcpy(dwi.as<uint8_t>() + c * ibytes, wi.data(), ibytes, cudaMemcpyHostToDevice), "H2D");
+        check(cudaMemset(dxq16.p, 0, static_cast<size_t>(M + 16) * s.kp), "memset");
+        check(cudaMemcpy(dxq16.p, dxq.p, xq.size(), cudaMemcpyDeviceToDevice), "D2D");
+        add_row("int8 copy: cuBLASLt s8s8s32 GEMM (no epilogue)", static_cast<double>(ibytes) + M * (s.kp + 4.0 * sh.n),
+                [&](bool cold, int i) {
+                  int8_ws.gemm(dwi.as<int8_t>() + static_cast<size_t>(cold ? i % icopies : 0) * ibytes, np16,
+                               static_cast<int>(s.kp), dxq16.as<int8_t>(), M, dacc.as<int32_t>(), np16, st, 2);
+                });
       }
       for (const BitcosDev* bc : {bc36.get(), M == 1 ? bc90.get() : nullptr}) {
         if (!bc || M > 8) continue;
