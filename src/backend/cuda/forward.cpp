@@ -168,6 +168,7 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     cuda::embedding_vocab_slice(embed_, vocab_begin_, vocab_end_, tok_d_, M, Hd, x_, stream_);
     opts_.tp_comm->all_reduce_sum(x_, static_cast<size_t>(M) * Hd, stream_);
   }
+  pending_ = {};  // a forward that ended in an error may have left sums pending
   defer_qkv_ = M == S && attn_gqa_;  // the fused decode attention reads qkv's pending sums
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];

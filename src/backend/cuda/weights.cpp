@@ -74,8 +74,8 @@ CudaBackend::~CudaBackend() {
 
 bool CudaBackend::use_int8_gemm(const Transformer& model) const {
   const std::string& v = opts_.gemm_weights;
-  TRITIUM_CHECK(v == "auto" || v == "packed" || v == "int8", "CUDA backend: GEMM weights '{}' (expected auto, packed or int8)",
-                v);
+  TRITIUM_CHECK(v == "auto" || v == "packed" || v == "int8",
+                "CUDA backend: GEMM weights '{}' (expected auto, packed or int8)", v);
   if (v != "auto") return v == "int8";
   if (opts_.single_sequence || tp_) return false;
   size_t bytes = 0;
