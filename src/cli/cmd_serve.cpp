@@ -145,9 +145,9 @@ int run(const ServeArgs& a) {
   const int port = srv.bind();
   engine.start();
   srv.start();
-  fmt::print(stderr, "serving {} on http://{}:{} (model loaded in {:.2f} s; endpoints /v1/completions "
+  fmt::print(stderr, "serving {} ({}) on http://{}:{} (model loaded in {:.2f} s; endpoints /v1/completions "
                      "/v1/chat/completions /v1/models /health /metrics)\n",
-             sc.model_name, a.host, port, lm.load_seconds);
+             sc.model_name, lm.backend->name(), a.host, port, lm.load_seconds);
 
   std::thread sig_thread([&] {
     int sig = 0;
