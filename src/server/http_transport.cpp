@@ -358,8 +358,11 @@ std::shared_ptr<Responder> Session::make_responder() { return std::make_shared<E
 struct HttpTransport::Impl {
   std::shared_ptr<Shared> sh = std::make_shared<Shared>();
   asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer retry{ioc};
+  // The acceptor, its retry timer and the handlers that touch them run on one strand: with several I/O threads an
+  // accept completion and stop_accepting()'s close would otherwise use the acceptor concurrently (not thread-safe).
+  asio::strand<asio::io_context::executor_type> accept_strand = asio::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
+  asio::steady_timer retry{accept_strand};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   bool stopped = false;
@@ -425,14 +428,14 @@ int HttpTransport::bind() {
 void HttpTransport::start() {
   auto& im = *impl_;
   im.work.emplace(im.ioc.get_executor());
-  asio::post(im.ioc, [&im] { im.accept(); });
+  asio::post(im.accept_strand, [&im] { im.accept(); });
   const int n = std::max(1, im.sh->cfg.io_threads);
   for (int i = 0; i < n; ++i) im.threads.emplace_back([&im] { im.ioc.run(); });
 }
 
 void HttpTransport::stop_accepting() {
   auto& im = *impl_;
-  asio::post(im.ioc, [&im] {
+  asio::post(im.accept_strand, [&im] {
     beast::error_code ec;
     im.acceptor.close(ec);
     im.retry.cancel();
