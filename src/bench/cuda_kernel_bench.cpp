@@ -357,7 +357,7 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       out += fmt::format("| relu2 GLU + RMSNorm + int8 quantization (one kernel) | {} x {} | {:.2f} |\n", M, D, g1);
     }
   }
-  for (int ctx : {128, 256, 1024}) {
+  for (int ctx : {64, 128, 256, 1024}) {
     for (int M : {1, 16, 64, 256}) {
       const int H = 20, KVH = 5, D = 128, bs = 16, qkvw = H * D + 2 * KVH * D;
       const int nb = M * ((ctx + bs - 1) / bs), btw = (ctx + bs - 1) / bs;
@@ -400,16 +400,16 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         check(cudaMemset(vb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
         check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
         const int ns_head = ctx > 256 ? cuda::attention_split_count(M, H) : 1, ns_gqa = cuda::attention_gqa_chunks(ctx);
-        // GQA: one chunk per block, and the automatic chunks per block (fewer, longer blocks for many rows).
-        const int cpb_auto = cuda::attention_gqa_chunks_per_block(M, H, ns_gqa);
-        for (int cpb : {0, 1, -1}) {  // 0: the per-head kernel, -1: automatic
+        // GQA (bf16: the tensor-core kernel): one chunk per block, all of a row's chunks in one block, and the
+        // automatic choice between.
+        for (int cpb : {0, 1, cuda::kAttentionMaxSplit, -1}) {  // 0: the per-head kernel, -1: automatic
           const bool gqa = cpb != 0;
           const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
             if (gqa)
               cuda::attention_decode_gqa(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                          dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
                                          vb.p, o2.as<float>(), ns_gqa, part.as<float>(), cnt.as<int32_t>(), st,
-                                         cuda::KvElem::kBF16, 0, cpb < 0 ? cpb_auto : cpb);
+                                         cuda::KvElem::kBF16, 0, cpb < 0 ? 0 : cpb);
             else
               cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                                 dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs,
@@ -418,8 +418,8 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
           });
           const std::string how =
               !gqa ? fmt::format("block per head, {} chunks", ns_head)
-                   : fmt::format("GQA, {} chunks, {} per block{}", ns_gqa, cpb < 0 ? cpb_auto : cpb,
-                                 cpb < 0 ? " (automatic)" : "");
+                   : (cpb < 0 ? fmt::format("GQA, {} chunks, automatic chunks per block", ns_gqa)
+                              : fmt::format("GQA, {} chunks, {} per block", ns_gqa, std::min(cpb, ns_gqa)));
           out += fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", how, M, ctx, us3);
         }
       }

@@ -1,5 +1,7 @@
 // tritium kernels/cuda: decode attention with the query heads of one KV head in one block (GQA), split over
-// positions by the context length alone, so a row's result does not depend on its batch.
+// positions by the context length alone, so a row's result does not depend on its batch. This is the CUDA-core
+// kernel of the f32 and fp8 pools; bf16 pools run on the tensor cores (attention_decode_tc.cu), after the same
+// argument checks below.
 //
 // Grid (rows, H / HB, ceil(nsplit / CPB)). The positions 0..pos[r] of row r are cut into
 // attention_gqa_chunks(pos[r] + 1) chunks of attention_gqa_chunk(pos[r] + 1) positions (a function of the context
@@ -34,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_gqa.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/kv_elem.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -41,14 +44,6 @@
 
 namespace tritium::cuda {
 namespace {
-
-// Positions per chunk of a context of n positions: at most kAttentionMaxSplit chunks, each a multiple of 32 (short
-// contexts are cut into 32-position chunks, so that one row still spreads over several blocks).
-__host__ __device__ __forceinline__ int gqa_chunk(int n) {
-  const int per = (n + kAttentionMaxSplit - 1) / kAttentionMaxSplit;
-  const int c = (per + 31) / 32 * 32;
-  return c > 32 ? c : 32;
-}
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -413,9 +408,15 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
   if (hb != 1 && hb != G) check(cudaErrorInvalidValue, "attention_gqa (heads per block must be 0, 1 or H / KVH)");
   if (nsplit < 1 || nsplit > kAttentionMaxSplit || (nsplit > 1 && (!part || !cnt)))
     check(cudaErrorInvalidValue, "attention_gqa (nsplit out of [1, kAttentionMaxSplit], or scratch missing)");
-  if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, H, nsplit);
-  if (cpb < 1 || cpb > kAttentionMaxSplit)
+  if (cpb < 0 || cpb > kAttentionMaxSplit)
     check(cudaErrorInvalidValue, "attention_gqa (chunks per block out of [0, kAttentionMaxSplit])");
+  if (kv.elem == KvElem::kBF16) {  // the tensor cores (attention_decode_tc.cu); heads per block does not apply
+    attention_gqa_tc(FUSED, qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
+                     static_cast<__nv_bfloat16*>(k_pool), static_cast<__nv_bfloat16*>(v_pool), out, nsplit, row_list,
+                     part, cnt, stream, cpb, sums);
+    return;
+  }
+  if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, H, nsplit);
   with_kv_type(kv.elem, [&](auto tag) {
     using KT = decltype(tag);
     launch_gqa<FUSED>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,

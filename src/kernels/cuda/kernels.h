@@ -250,12 +250,15 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
                                  void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
                                  cudaStream_t stream, KvFormat kv = {});
 
-/// Decode attention with the G = H / KVH query heads of a KV head in one block (attention_decode.cu: one warp per
-/// query head, the chunk's K / V rows copied to shared memory once per block, not once per head), split over
-/// positions by the context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1)
-/// chunks whatever the batch, so a row's result does not depend on its batch mates.
-/// heads_per_block: G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0 (automatic:
-/// 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends one
+/// Decode attention with the G = H / KVH query heads of a KV head in one block, split over positions by the
+/// context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1) chunks whatever the
+/// batch, so a row's result does not depend on its batch mates. bf16 pools (attention_decode_tc.cu): one warp per
+/// block on the tensor cores, scores and weighted sums on mma.sync bf16 with q and the softmax weights carried as
+/// two bf16 parts each (within ~1e-5 of float arithmetic on the pool's values), chunks per block chosen by its own
+/// rule (a block folds its chunks itself; one block for a row of at most two chunks). f32 / fp8 pools (attention_decode.cu): one warp per query
+/// head on the CUDA cores, the chunk's K / V rows copied to shared memory once per block, not once per head.
+/// heads_per_block (f32 / fp8): G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0
+/// (automatic: 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends one
 /// after another (1..kAttentionMaxSplit; 0: attention_gqa_chunks_per_block); a block that holds all of a row's chunks
 /// merges them itself, so many rows run as fewer, longer blocks. Neither choice changes a bit: each chunk's
 /// arithmetic and the merge in chunk order are the same whichever block runs them. Grid (rows, H / heads_per_block,
@@ -265,8 +268,9 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
 /// attention_gqa_supported; throws tritium::Error otherwise.
 bool attention_gqa_supported(int H, int KVH, int D);  ///< H / KVH an integer in 1..8, D 64 or 128
 int attention_gqa_chunks(int64_t n);                  ///< chunks of a context of n positions (1..kAttentionMaxSplit)
-/// The automatic chunks per block: the largest power of two <= nsplit that keeps rows x warps_per_chunk (the query
-/// heads H) x ceil(nsplit / chunks) at least 4 warps per SM and a block at most ~256 positions.
+/// The automatic chunks per block of the f32 / fp8 kernel: the largest power of two <= nsplit that keeps rows x
+/// warps_per_chunk (the query heads H) x ceil(nsplit / chunks) at least 4 warps per SM and a block at most ~256
+/// positions.
 int attention_gqa_chunks_per_block(int rows, int warps_per_chunk, int nsplit);
 /// The fused decode step (as attention_decode_rope: RoPE of q and k at pos[r], the new k / v written to the pools,
 /// rows [rows, q_dim + 2 kv_dim] left as they are). qkv_sums (optional): q, k and v come from the qkv

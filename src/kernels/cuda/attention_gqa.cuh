@@ -1,0 +1,35 @@
+// tritium kernels/cuda: what the two GQA decode attention kernels share (attention_decode.cu: CUDA cores, any
+// pool type; attention_decode_tc.cu: tensor cores, bf16 pools): the cut of a context into chunks, and the launcher
+// of the tensor-core kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernels.h"
+
+namespace tritium::cuda {
+
+/// Positions per chunk of a context of n positions: at most kAttentionMaxSplit chunks, each a multiple of 32 (short
+/// contexts are cut into 32-position chunks, so that one row still spreads over several blocks).
+__host__ __device__ __forceinline__ int gqa_chunk(int n) {
+  const int per = (n + kAttentionMaxSplit - 1) / kAttentionMaxSplit;
+  const int c = (per + 31) / 32 * 32;
+  return c > 32 ? c : 32;
+}
+
+/// Chunks per block of the tensor-core kernel when the caller passes 0: a row of at most two chunks in one block;
+/// else the largest power of two <= nsplit keeping rows x KVH x ceil(nsplit / chunks) at least 2 warps per SM.
+int attention_gqa_tc_chunks_per_block(int rows, int KVH, int nsplit);
+
+/// The tensor-core GQA decode attention over bf16 pools (attention_decode_tc.cu), with the arguments of
+/// attention_decode_gqa (fused) / attention_gqa (unfused) after their checks; cpb 0: attention_gqa_tc_chunks_per_block.
+void attention_gqa_tc(bool fused, const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
+                      const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
+                      int bt_width, int block_size, __nv_bfloat16* k_pool, __nv_bfloat16* v_pool, float* out,
+                      int nsplit, const int32_t* row_list, float* part, int32_t* cnt, cudaStream_t stream, int cpb,
+                      const PendingSums& sums);
+
+}  // namespace tritium::cuda
