@@ -400,16 +400,19 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         check(cudaMemset(vb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
         check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
         const int ns_head = ctx > 256 ? cuda::attention_split_count(M, H) : 1, ns_gqa = cuda::attention_gqa_chunks(ctx);
-        // GQA (bf16: the tensor-core kernel): one chunk per block, all of a row's chunks in one block, and the
-        // automatic choice between.
-        for (int cpb : {0, 1, cuda::kAttentionMaxSplit, -1}) {  // 0: the per-head kernel, -1: automatic
+        // GQA (bf16: the tensor-core kernel): one chunk per block, all of a row's chunks in one block (one warp),
+        // up to 4 chunks per block at once (a warp each), and the automatic choice.
+        const int par = std::min(ns_gqa, 4);
+        for (int cpb : {0, 1, cuda::kAttentionMaxSplit, -2, -1}) {  // 0: the per-head kernel, -1: automatic
+          if (cpb == -2 && par < 2) continue;
           const bool gqa = cpb != 0;
           const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
             if (gqa)
               cuda::attention_decode_gqa(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                          dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
                                          vb.p, o2.as<float>(), ns_gqa, part.as<float>(), cnt.as<int32_t>(), st,
-                                         cuda::KvElem::kBF16, 0, cpb < 0 ? 0 : cpb);
+                                         cuda::KvElem::kBF16, 0, cpb == -2 ? par : std::max(cpb, 0), nullptr,
+                                         cpb == -2 ? par : (cpb < 0 ? 0 : 1));
             else
               cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                                 dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs,
@@ -418,8 +421,9 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
           });
           const std::string how =
               !gqa ? fmt::format("block per head, {} chunks", ns_head)
-                   : (cpb < 0 ? fmt::format("GQA, {} chunks, automatic chunks per block", ns_gqa)
-                              : fmt::format("GQA, {} chunks, {} per block", ns_gqa, std::min(cpb, ns_gqa)));
+                   : (cpb == -1 ? fmt::format("GQA, {} chunks, automatic chunks per block", ns_gqa)
+                      : cpb == -2 ? fmt::format("GQA, {} chunks, {} per block, a warp each", ns_gqa, par)
+                                  : fmt::format("GQA, {} chunks, {} per block", ns_gqa, std::min(cpb, ns_gqa)));
           out += fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", how, M, ctx, us3);
         }
       }

@@ -394,7 +394,7 @@ template <bool FUSED>
 void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t, const float* sin_t,
              const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
              void* k_pool, void* v_pool, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
-             cudaStream_t stream, KvFormat kv, int hb, int cpb, const PendingSums& sums) {
+             cudaStream_t stream, KvFormat kv, int hb, int cpb, int warps, const PendingSums& sums) {
   if (rows <= 0) return;
   if (sums.acc && (!sums.inv_s || sums.ldacc % 4 || reinterpret_cast<uintptr_t>(sums.acc) % 16 ||
                    sums.ldacc < static_cast<int64_t>(H + 2 * KVH) * D))
@@ -410,10 +410,12 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
     check(cudaErrorInvalidValue, "attention_gqa (nsplit out of [1, kAttentionMaxSplit], or scratch missing)");
   if (cpb < 0 || cpb > kAttentionMaxSplit)
     check(cudaErrorInvalidValue, "attention_gqa (chunks per block out of [0, kAttentionMaxSplit])");
+  if (warps < 0 || warps > kGqaTcMaxWarps)
+    check(cudaErrorInvalidValue, "attention_gqa (warps per block out of [0, 4])");
   if (kv.elem == KvElem::kBF16) {  // the tensor cores (attention_decode_tc.cu); heads per block does not apply
     attention_gqa_tc(FUSED, qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size,
                      static_cast<__nv_bfloat16*>(k_pool), static_cast<__nv_bfloat16*>(v_pool), out, nsplit, row_list,
-                     part, cnt, stream, cpb, sums);
+                     part, cnt, stream, cpb, warps, sums);
     return;
   }
   if (cpb == 0) cpb = attention_gqa_chunks_per_block(rows, H, nsplit);
@@ -460,19 +462,19 @@ void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KV
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
                           float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv, int heads_per_block,
-                          int chunks_per_block, const PendingSums* qkv_sums) {
+                          int chunks_per_block, const PendingSums* qkv_sums, int warps_per_block) {
   run_gqa<true>(qkv, ldq, rows, H, KVH, D, cos_t, sin_t, pos, seq, block_tables, bt_width, block_size, k_pool, v_pool,
                 out, nsplit, nullptr, partial, counters, stream, kv, heads_per_block, chunks_per_block,
-                qkv_sums ? *qkv_sums : PendingSums{});
+                warps_per_block, qkv_sums ? *qkv_sums : PendingSums{});
 }
 
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                    const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                   cudaStream_t stream, KvFormat kv, int heads_per_block, int chunks_per_block) {
+                   cudaStream_t stream, KvFormat kv, int heads_per_block, int chunks_per_block, int warps_per_block) {
   run_gqa<false>(q, ldq, rows, H, KVH, D, nullptr, nullptr, pos, seq, block_tables, bt_width, block_size,
                  const_cast<void*>(k_pool), const_cast<void*>(v_pool), out, nsplit, row_list, partial, counters,
-                 stream, kv, heads_per_block, chunks_per_block, PendingSums{});
+                 stream, kv, heads_per_block, chunks_per_block, warps_per_block, PendingSums{});
 }
 
 }  // namespace tritium::cuda

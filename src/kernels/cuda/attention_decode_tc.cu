@@ -2,10 +2,12 @@
 //
 // The same contract as the CUDA-core kernel of attention_decode.cu (kernels.h attention_decode_gqa / attention_gqa):
 // grid (rows, KVH, ceil(nsplit / CPB)), row r's positions 0..pos[r] cut into attention_gqa_chunks(pos[r] + 1) chunks
-// by its context alone, block z attending chunks z CPB .. z CPB + CPB - 1. The chunks' states are folded in chunk
-// order by the online-softmax merge: as each ends, in the block holding all of them, or else by the last block to
-// finish (a counter it resets) from the states the blocks wrote. A block is one warp and holds every query head of
-// its KV head, so each K / V row is read once for all of them.
+// by its context alone, block z attending chunks z CPB .. z CPB + CPB - 1. A warp holds every query head of its KV
+// head, so each K / V row is read once for all of them. A block of one warp attends its chunks one after another; a
+// block of W = CPB warps (a few rows, so that they still spread over the SMs) gives each warp one of its chunks at
+// once. The chunks' states are folded in chunk order by the online-softmax merge: as each ends, in a one-warp block
+// holding all of them; by warp 0 from the states the warps left in shared memory, in a W-warp block holding all of
+// them; or else by the last block to finish (a counter it resets) from the states the blocks wrote to the scratch.
 //
 // A tile of 32 positions' K and V rows is copied into shared memory (cp.async, rows padded to 2 D + 16 bytes so that
 // the 8 rows of an ldmatrix phase fall in different banks; the next tile in flight while the current one is attended).
@@ -24,7 +26,7 @@
 // rounded to bf16 and written to the pools by the block holding the new position, which also places them in its
 // last tile's shared memory instead of copying them back. Unfused (after rope_kv_write): q as rotated, the new
 // position copied from the pool, which holds the same values: the same bits. Every operation of a chunk and of the
-// merge depends on the chunk's positions only, so neither the batch nor CPB changes a bit.
+// merge depends on the chunk's positions only, so neither the batch nor CPB nor W changes a bit.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -42,6 +44,12 @@ namespace tritium::cuda {
 namespace {
 
 constexpr int kTile = 32;  // positions per shared-memory tile: two m16 tiles of the MMAs
+
+// Shared memory of one warp: two buffers of a tile's K and V rows, each row padded to 2 D + 16 bytes.
+template <int D>
+__host__ __device__ constexpr int warp_smem_bytes() {
+  return 2 * 2 * kTile * (2 * D + 16);
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -90,7 +98,7 @@ __device__ __forceinline__ void split_bf16(float x, float y, uint32_t& hi, uint3
 }
 
 template <int D, bool FUSED>
-__global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
+__global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
     const float* __restrict__ qkv, int64_t ldq, int H, int KVH, const float* __restrict__ cos_t,
     const float* __restrict__ sin_t, const int32_t* __restrict__ pos, const int32_t* __restrict__ seq,
     const int32_t* __restrict__ bt, int btw, int bs, __nv_bfloat16* __restrict__ kpool,
@@ -98,10 +106,15 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
     float* __restrict__ part, int* __restrict__ cnt, int cpb, PendingSums sums) {
   constexpr int T = kTile, KS = D / 16, RB = 2 * D + 16, PR = D / 8, NP = D / 64;
   static_assert(D % 64 == 0, "head_dim must be a multiple of 64");
-  __shared__ __align__(16) unsigned char tiles[2][2][T * RB];  // [buffer][K, V][position][D bf16 + 16 bytes]
+  static_assert(warp_smem_bytes<D>() == 2 * 2 * T * RB, "the launcher's shared memory");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int last_block;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, W = static_cast<int>(blockDim.x) >> 5;
+  // The warp's buffers: tiles[buffer][K, V][position][D bf16 + 16 bytes].
+  auto tiles = reinterpret_cast<unsigned char (*)[2][T * RB]>(smem + warp * warp_smem_bytes<D>());
   const int G = H / KVH, kvd = KVH * D, kvh = blockIdx.y, z = blockIdx.z;
   const int r = row_list ? row_list[blockIdx.x] : blockIdx.x;
-  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
   // Metadata is not written by kernels: read before waiting for the previous kernel.
   const int p_new = pos[r], n_all = p_new + 1;
   const int chunk = gqa_chunk(n_all), active = (n_all + chunk - 1) / chunk;
@@ -110,11 +123,14 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
     pdl_trigger();
     return;
   }
-  // Chunks c_begin .. c_end - 1 are the pool positions p_lo .. p_hi - 1, the new one included (chunks are multiples
-  // of the tile, so a tile never spans two chunks, and only the row's last tile can be short).
-  const int c_begin = z * cpb, c_end = min(active, c_begin + cpb);
+  // The block's chunks are b_begin .. b_end - 1; the warp's c_begin .. c_end - 1 (all of them, or the warp's one: none
+  // for the warps past the row's last chunk), the pool positions p_lo .. p_hi - 1, the new one included (chunks are
+  // multiples of the tile, so a tile never spans two chunks, and only the row's last tile can be short).
+  const int b_begin = z * cpb, b_end = min(active, b_begin + cpb);
+  const int c_begin = W == 1 ? b_begin : b_begin + warp, c_end = W == 1 ? b_end : min(b_end, c_begin + 1);
+  const bool idle = c_begin >= c_end;
   const int p_lo = c_begin * chunk, p_hi = min(n_all, c_end * chunk);
-  const bool has_new = c_end == active;
+  const bool has_new = !idle && c_end == active;
   const int32_t* table = bt + static_cast<int64_t>(seq[r]) * btw;
   const int64_t new_off = (static_cast<int64_t>(table[p_new / bs]) * bs + p_new % bs) * kvd + kvh * D;
   // Lanes 2 i and 2 i + 1 copy rows i and i + 16 of a tile, the even and the odd 16-byte pieces (so each copy
@@ -125,7 +141,7 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
 #pragma unroll
     for (int u = 0; u < 2; ++u) blk_next[u] = table[min(tb + crow + 16 * u, p_hi - 1) / bs];
   };
-  blocks_of(p_lo);
+  if (!idle) blocks_of(p_lo);
   // Lane (g, t) holds q of query head g of the KV head (the B operand's column g) at dimensions 16 kk + 2 t + {0, 1,
   // 8, 9}; the RoPE partner of a dimension below D / 2 is the same slot of k-step kk + KS / 2.
   float qcs[FUSED ? KS / 2 : 1][4], qsn[FUSED ? KS / 2 : 1][4], kcs[NP], ksn[NP];
@@ -173,7 +189,7 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
     if (tb + T < p_hi) blocks_of(tb + T);
     cp_async_commit();
   };
-  copy_tile(p_lo, 0);
+  if (!idle) copy_tile(p_lo, 0);
   const float* row = qkv + static_cast<int64_t>(r) * ldq;
   const SumsRow sr{FUSED && sums.acc ? sums.acc + static_cast<int64_t>(r) * sums.ldacc : nullptr,
                    FUSED && sums.acc ? sums.inv_s[r] : 0.0f,
@@ -385,8 +401,17 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
       l0 = __fadd_rn(l0, __shfl_xor_sync(0xffffffffu, l0, off));
       l1 = __fadd_rn(l1, __shfl_xor_sync(0xffffffffu, l1, off));
     }
-    if (nblk == 1) {
+    if (nblk == 1 && W == 1) {
       fold(m0, m1, l0, l1, o);
+      continue;
+    }
+    if (nblk == 1) {  // the warp's only chunk, into its buffers (every copy has landed): warp 0 folds them below
+      float* st = reinterpret_cast<float*>(tiles[0][0]) + lane;
+      st[0] = m0, st[32] = m1, st[64] = l0, st[96] = l1;
+#pragma unroll
+      for (int i = 0; i < KS; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[128 * (i + 1) + 32 * e] = o[i][e];
       continue;
     }
     float* p0 = chunk_state(h0, c);
@@ -401,12 +426,26 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
     if (g == 0 && w1) p1[D] = m1, p1[D + 1] = l1;
   }
   const int64_t ck = static_cast<int64_t>(blockIdx.x) * KVH + kvh;
+  if (nblk == 1 && W > 1) {
+    __syncthreads();
+    if (warp != 0) return;
+    // The block's chunks in chunk order (heads past G fold whatever their warps computed and are not written).
+    for (int w = 0; w < b_end - b_begin; ++w) {
+      const float* st = reinterpret_cast<const float*>(smem + w * warp_smem_bytes<D>()) + lane;
+      float co[KS][4];
+#pragma unroll
+      for (int i = 0; i < KS; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) co[i][e] = st[128 * (i + 1) + 32 * e];
+      fold(st[0], st[32], st[64], st[96], co);
+    }
+  }
   if (nblk > 1) {
     __threadfence();
-    __syncwarp();
-    int last = 0;
-    if (lane == 0) last = atomicAdd(&cnt[ck], 1) == nblk - 1;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
+    __syncthreads();
+    if (threadIdx.x == 0) last_block = atomicAdd(&cnt[ck], 1) == nblk - 1;
+    __syncthreads();
+    if (!last_block || warp != 0) return;
     __threadfence();
     // The last block: every chunk's state, 4 chunks' loads in flight at a time (heads past G read as zeros).
     for (int j0 = 0; j0 < active; j0 += 4) {
@@ -431,12 +470,14 @@ __global__ void __launch_bounds__(32) attention_gqa_tc_kernel(
     }
     if (lane == 0) cnt[ck] = 0;  // ready for the next launch (graph replay)
   }
+  // Divided by the sum of weights through its reciprocal: 2 divisions per lane instead of 4 KS.
   float* ob = out + static_cast<int64_t>(r) * H * D;
+  const float i0 = __frcp_rn(L0), i1 = __frcp_rn(L1);
 #pragma unroll
   for (int i = 0; i < KS; ++i) {
     const int d = 16 * i + g;
-    if (w0) ob[h0 * D + d] = __fdiv_rn(OM[i][0], L0), ob[h0 * D + d + 8] = __fdiv_rn(OM[i][2], L0);
-    if (w1) ob[h1 * D + d] = __fdiv_rn(OM[i][1], L1), ob[h1 * D + d + 8] = __fdiv_rn(OM[i][3], L1);
+    if (w0) ob[h0 * D + d] = __fmul_rn(OM[i][0], i0), ob[h0 * D + d + 8] = __fmul_rn(OM[i][2], i0);
+    if (w1) ob[h1 * D + d] = __fmul_rn(OM[i][1], i1), ob[h1 * D + d + 8] = __fmul_rn(OM[i][3], i1);
   }
 }
 
@@ -444,37 +485,59 @@ template <int D, bool FUSED>
 void launch_tc(const float* qkv, int64_t ldq, int rows, int H, int KVH, const float* cos_t, const float* sin_t,
                const int32_t* pos, const int32_t* seq, const int32_t* bt, int btw, int bs, __nv_bfloat16* k,
                __nv_bfloat16* v, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
-               cudaStream_t stream, int cpb, const PendingSums& sums) {
+               cudaStream_t stream, int cpb, int warps, const PendingSums& sums) {
+  static const bool sized = [] {  // more than the default 48 KB of shared memory per block, once per kernel
+    check(cudaFuncSetAttribute(attention_gqa_tc_kernel<D, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kGqaTcMaxWarps * warp_smem_bytes<D>()),
+          "attention_gqa (tensor cores): shared memory");
+    return true;
+  }();
+  (void)sized;
   const float sl2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(D)));  // log2(e) / sqrt(D)
   const dim3 grid(rows, KVH, (nsplit + cpb - 1) / cpb);
-  launch(attention_gqa_tc_kernel<D, FUSED>, grid, dim3(32), 0, stream,
+  launch(attention_gqa_tc_kernel<D, FUSED>, grid, dim3(32 * warps), static_cast<size_t>(warps) * warp_smem_bytes<D>(),
+         stream,
          FUSED ? "attention_decode_gqa (tensor cores)" : "attention_gqa (tensor cores)", qkv, ldq, H, KVH, cos_t,
          sin_t, pos, seq, bt, btw, bs, k, v, out, sl2, row_list, part, cnt, cpb, sums);
 }
 
 }  // namespace
 
-int attention_gqa_tc_chunks_per_block(int rows, int KVH, int nsplit) {
-  // A block folds its own chunks as they end, so fewer, longer blocks save the scratch round trips of the merge, but
-  // attend their tiles one after another: double the chunks per block while the grid keeps two warps per SM; one
-  // block for a row of at most two chunks. Measured on the H200 at 1-256 rows x contexts 64-1024 (bench/CUDA_NOTES.md).
-  if (nsplit <= 2) return std::max(nsplit, 1);
+GqaTcSplit attention_gqa_tc_split(int rows, int KVH, int nsplit) {
+  // A few rows of 2..kGqaTcMaxWarps chunks: while a block per (row, KV head) leaves SMs idle, the row's chunks run at
+  // once, a warp each, and the block folds them from shared memory instead of the scratch. (Rows of more chunks need
+  // the scratch either way, and one-warp blocks of one chunk are then faster.) Else a block is one warp, which folds
+  // its own chunks as they end, so fewer, longer blocks save the scratch round trips of the merge but attend their
+  // tiles one after another: double the chunks per block while the grid keeps two warps per SM; one block for a row
+  // of at most two chunks. Measured on the H200 at 1-256 rows x contexts 64-1024 (bench/CUDA_NOTES.md).
+  nsplit = std::max(nsplit, 1);
   const int64_t warps = static_cast<int64_t>(std::max(rows, 0)) * std::max(KVH, 1);
+  if (nsplit > 1 && nsplit <= kGqaTcMaxWarps && warps <= sm_count()) return {nsplit, nsplit};
+  if (nsplit <= 2) return {nsplit, 1};
   int c = 1;
   while (2 * c <= nsplit && warps * ((nsplit + 2 * c - 1) / (2 * c)) >= 2LL * sm_count()) c *= 2;
-  return c;
+  return {c, 1};
 }
 
 void attention_gqa_tc(bool fused, const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                       const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                       int bt_width, int block_size, __nv_bfloat16* k_pool, __nv_bfloat16* v_pool, float* out,
                       int nsplit, const int32_t* row_list, float* part, int32_t* cnt, cudaStream_t stream, int cpb,
-                      const PendingSums& sums) {
-  if (cpb == 0) cpb = attention_gqa_tc_chunks_per_block(rows, KVH, nsplit);
+                      int warps, const PendingSums& sums) {
+  if (cpb == 0 && warps == 0) {
+    const GqaTcSplit s = attention_gqa_tc_split(rows, KVH, nsplit);
+    cpb = s.chunks, warps = s.warps;
+  } else if (warps == 0) {
+    warps = 1;
+  } else if (cpb == 0) {
+    cpb = warps;
+  }
+  if (warps < 1 || warps > kGqaTcMaxWarps || (warps > 1 && warps != cpb))
+    check(cudaErrorInvalidValue, "attention_gqa (warps per block: 1, or the chunks per block up to 4)");
   auto go = [&](auto d, auto f) {
     launch_tc<decltype(d)::value, decltype(f)::value>(qkv, ldq, rows, H, KVH, cos_t, sin_t, pos, seq, block_tables,
                                                       bt_width, block_size, k_pool, v_pool, out, nsplit, row_list,
-                                                      part, cnt, stream, cpb, sums);
+                                                      part, cnt, stream, cpb, warps, sums);
   };
   using F = std::true_type;
   using U = std::false_type;

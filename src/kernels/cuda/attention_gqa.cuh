@@ -20,16 +20,25 @@ __host__ __device__ __forceinline__ int gqa_chunk(int n) {
   return c > 32 ? c : 32;
 }
 
-/// Chunks per block of the tensor-core kernel when the caller passes 0: a row of at most two chunks in one block;
-/// else the largest power of two <= nsplit keeping rows x KVH x ceil(nsplit / chunks) at least 2 warps per SM.
-int attention_gqa_tc_chunks_per_block(int rows, int KVH, int nsplit);
+/// The tensor-core kernel's share of a row per block: `chunks` consecutive chunks, attended one after another by one
+/// warp (warps 1) or at once by one warp each (warps == chunks, 2..kGqaTcMaxWarps).
+struct GqaTcSplit {
+  int chunks;
+  int warps;
+};
+constexpr int kGqaTcMaxWarps = 4;
+
+/// The rule when the caller passes 0 for both: rows of 2..kGqaTcMaxWarps chunks in one block, a warp per chunk, while
+/// rows x KVH is at most the SM count (a few rows); else one warp per block, a row of at most two chunks in one block, more
+/// chunks per block (powers of two) while rows x KVH x blocks per row keeps 2 warps per SM.
+GqaTcSplit attention_gqa_tc_split(int rows, int KVH, int nsplit);
 
 /// The tensor-core GQA decode attention over bf16 pools (attention_decode_tc.cu), with the arguments of
-/// attention_decode_gqa (fused) / attention_gqa (unfused) after their checks; cpb 0: attention_gqa_tc_chunks_per_block.
+/// attention_decode_gqa (fused) / attention_gqa (unfused) after their checks; cpb and warps as there (0: the rule).
 void attention_gqa_tc(bool fused, const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, const float* cos_t,
                       const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                       int bt_width, int block_size, __nv_bfloat16* k_pool, __nv_bfloat16* v_pool, float* out,
                       int nsplit, const int32_t* row_list, float* part, int32_t* cnt, cudaStream_t stream, int cpb,
-                      const PendingSums& sums);
+                      int warps, const PendingSums& sums);
 
 }  // namespace tritium::cuda

@@ -252,14 +252,17 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
 
 /// Decode attention with the G = H / KVH query heads of a KV head in one block, split over positions by the
 /// context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1) chunks whatever the
-/// batch, so a row's result does not depend on its batch mates. bf16 pools (attention_decode_tc.cu): one warp per
-/// block on the tensor cores, scores and weighted sums on mma.sync bf16 with q and the softmax weights carried as
-/// two bf16 parts each (within ~1e-5 of float arithmetic on the pool's values), chunks per block chosen by its own
-/// rule (a block folds its chunks itself; one block for a row of at most two chunks). f32 / fp8 pools (attention_decode.cu): one warp per query
+/// batch, so a row's result does not depend on its batch mates. bf16 pools (attention_decode_tc.cu): each warp
+/// holds every query head of its KV head on the tensor cores, scores and weighted sums on mma.sync bf16 with q and the softmax weights carried as
+/// two bf16 parts each (within ~1e-5 of float arithmetic on the pool's values), chunks and warps per block chosen by
+/// its own rule (a block folds its chunks itself; a few rows get a warp per chunk so that they attend their chunks at
+/// once). warps_per_block (bf16 only): 1, one warp attends the block's chunks one after another; W in 2..4, the block's
+/// W chunks at once, one per warp (chunks_per_block must then be W or 0); 0, automatic (1 when chunks_per_block is
+/// given). f32 / fp8 pools (attention_decode.cu): one warp per query
 /// head on the CUDA cores, the chunk's K / V rows copied to shared memory once per block, not once per head.
 /// heads_per_block (f32 / fp8): G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0
-/// (automatic: 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends one
-/// after another (1..kAttentionMaxSplit; 0: attention_gqa_chunks_per_block); a block that holds all of a row's chunks
+/// (automatic: 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends
+/// (1..kAttentionMaxSplit; 0: the kernel's rule, attention_gqa_chunks_per_block for f32 / fp8); a block that holds all of a row's chunks
 /// merges them itself, so many rows run as fewer, longer blocks. Neither choice changes a bit: each chunk's
 /// arithmetic and the merge in chunk order are the same whichever block runs them. Grid (rows, H / heads_per_block,
 /// ceil(nsplit / chunks_per_block)): nsplit must be at least the largest attention_gqa_chunks of the rows (blocks
@@ -280,13 +283,15 @@ void attention_decode_gqa(const float* qkv, int64_t ldq, int rows, int H, int KV
                           const float* sin_t, const int32_t* pos, const int32_t* seq, const int32_t* block_tables,
                           int bt_width, int block_size, void* k_pool, void* v_pool, float* out, int nsplit,
                           float* partial, int32_t* counters, cudaStream_t stream, KvFormat kv = {},
-                          int heads_per_block = 0, int chunks_per_block = 0, const PendingSums* qkv_sums = nullptr);
+                          int heads_per_block = 0, int chunks_per_block = 0, const PendingSums* qkv_sums = nullptr,
+                          int warps_per_block = 0);
 /// The same attention after rope_kv_write (q rotated, the new position in the pools) for the rows listed in row_list
 /// [rows] (nullptr: rows 0..rows-1): the bits of attention_decode_gqa. out row r is written for each listed r.
 void attention_gqa(const float* q, int64_t ldq, const int32_t* row_list, int rows, int H, int KVH, int D,
                    const int32_t* pos, const int32_t* seq, const int32_t* block_tables, int bt_width, int block_size,
                    const void* k_pool, const void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
-                   cudaStream_t stream, KvFormat kv = {}, int heads_per_block = 0, int chunks_per_block = 0);
+                   cudaStream_t stream, KvFormat kv = {}, int heads_per_block = 0, int chunks_per_block = 0,
+                   int warps_per_block = 0);
 
 /// Query rows per tile of attention_prefill: 64 / (H / KVH) (the tile's rows x the KV head's query heads are
 /// the block's 64 query vectors); 0 when H / KVH is not an integer in 1..64.

@@ -273,7 +273,7 @@ TEST(CudaKernels, AttentionGqaChunksPerBlock) {
 // attention_decode_rope (the KV pools exactly, the output within 1e-5 relative per row, 3e-5 on the tensor cores of
 // the bf16 pools) at contexts 1 .. 1500 over a shuffled block table, head_dim 64 / 128, GQA ratios 1, 4 and 6, f32,
 // bf16 and fp8 pools, with any grid depth from the largest chunk count up, one block per KV head or per query head,
-// and 1, 3 or all of a row's chunks per block (the same bits); the unfused kernel after rope_kv_write gives the fused
+// 1, 3 or all of a row's chunks per block, and (bf16) 2-4 chunks per block a warp each (the same bits); the unfused kernel after rope_kv_write gives the fused
 // kernel's bits, also for a subset of the rows through a row list; the counters are left zero.
 TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
   REQUIRE_GPU();
@@ -325,13 +325,18 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
         for (int ns : {maxchunks, cuda::kAttentionMaxSplit}) {
           for (int hb : {H / KVH, 1, 0}) {  // a block per KV head, per query head, automatic
             // 1, 3 or all of a row's chunks per block (the 11-16 chunks of contexts 1025 / 1500 in 4-6 blocks with
-            // 3), automatic.
-            for (int cpb : {1, 3, cuda::kAttentionMaxSplit, 0}) {
+            // 3), automatic; bf16 (tensor cores): also 2, 3 or 4 chunks per block at once, a warp each (the rule
+            // picks these at 9 rows).
+            for (auto [cpb, wpb] : std::vector<std::pair<int, int>>{
+                     {1, 0}, {3, 0}, {cuda::kAttentionMaxSplit, 0}, {0, 0}, {2, 2}, {3, 3}, {0, 4}}) {
+              if (wpb > 0 && (elem != cuda::KvElem::kBF16 || hb != H / KVH)) continue;
               k2.up(kb), v2.up(vb);
               cuda::attention_decode_gqa(dq.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p, pc.btw,
-                                         pc.bs, k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem, hb, cpb);
+                                         pc.bs, k2.p, v2.p, o2.p, ns, part.p, cnt.p, nullptr, elem, hb, cpb, nullptr,
+                                         wpb);
               const std::string how = what + " nsplit " + std::to_string(ns) + ", heads per block " +
-                                      std::to_string(hb) + ", chunks per block " + std::to_string(cpb);
+                                      std::to_string(hb) + ", chunks per block " + std::to_string(cpb) +
+                                      ", warps per block " + std::to_string(wpb);
               EXPECT_EQ(k2.down(), k1.down()) << "k pool " << how;
               EXPECT_EQ(v2.down(), v1.down()) << "v pool " << how;
               const auto a = o1.down(), b = o2.down();
@@ -388,11 +393,23 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
         EXPECT_EQ(k3.down(), k1.down()) << "rope_kv_write k pool " << what;
         for (int hb : {H / KVH, 1}) {
           for (int cpb : {1, 3, cuda::kAttentionMaxSplit}) {
-            cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p, v3.p,
-                                o3.p, maxchunks, part.p, cnt.p, nullptr, elem, hb, cpb);
-            EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what << " heads per block " << hb
-                                        << ", chunks per block " << cpb;
+            // bf16: with cpb 3 also a warp per chunk
+            for (int wpb : {0, 3}) {
+              if (wpb > 0 && (elem != cuda::KvElem::kBF16 || cpb != 3)) continue;
+              cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw, pc.bs, k3.p,
+                                  v3.p, o3.p, maxchunks, part.p, cnt.p, nullptr, elem, hb, cpb, wpb);
+              EXPECT_EQ(o3.down(), fused) << "unfused vs fused " << what << " heads per block " << hb
+                                          << ", chunks per block " << cpb << ", warps per block " << wpb;
+            }
           }
+        }
+        if (elem == cuda::KvElem::kBF16) {  // a warp per chunk needs chunks per block = warps <= 4
+          for (auto [cpb, wpb] : std::vector<std::pair<int, int>>{{3, 2}, {5, 5}, {0, 5}, {0, -1}})
+            EXPECT_THROW(cuda::attention_gqa(dq3.p, w, nullptr, rows, H, KVH, D, dpos.p, dseq.p, dbt.p, pc.btw,
+                                             pc.bs, k3.p, v3.p, o3.p, maxchunks, part.p, cnt.p, nullptr, elem, 0,
+                                             cpb, wpb),
+                         Error)
+                << "chunks per block " << cpb << ", warps per block " << wpb;
         }
         const std::vector<int32_t> list = {1, 4, 6};
         DevBuf<int32_t> dlist(list);
