@@ -250,25 +250,25 @@ void attention_decode_rope_split(const float* qkv, int64_t ldq, int rows, int H,
                                  void* v_pool, float* out, int nsplit, float* partial, int32_t* counters,
                                  cudaStream_t stream, KvFormat kv = {});
 
-/// Decode attention with the G = H / KVH query heads of a KV head in one block, split over positions by the
-/// context alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1) chunks whatever the
-/// batch, so a row's result does not depend on its batch mates. bf16 pools (attention_decode_tc.cu): each warp
-/// holds every query head of its KV head on the tensor cores, scores and weighted sums on mma.sync bf16 with q and the softmax weights carried as
-/// two bf16 parts each (within ~1e-5 of float arithmetic on the pool's values), chunks and warps per block chosen by
-/// its own rule (a block folds its chunks itself; a few rows get a warp per chunk so that they attend their chunks at
-/// once). warps_per_block (bf16 only): 1, one warp attends the block's chunks one after another; W in 2..4, the block's
-/// W chunks at once, one per warp (chunks_per_block must then be W or 0); 0, automatic (1 when chunks_per_block is
-/// given). f32 / fp8 pools (attention_decode.cu): one warp per query
-/// head on the CUDA cores, the chunk's K / V rows copied to shared memory once per block, not once per head.
-/// heads_per_block (f32 / fp8): G, or 1 (a block per query head: more blocks for a few rows, the same bits), or 0
-/// (automatic: 1 while rows x KVH is below the SM count). chunks_per_block: consecutive chunks of a row one block attends
-/// (1..kAttentionMaxSplit; 0: the kernel's rule, attention_gqa_chunks_per_block for f32 / fp8); a block that holds all of a row's chunks
-/// merges them itself, so many rows run as fewer, longer blocks. Neither choice changes a bit: each chunk's
-/// arithmetic and the merge in chunk order are the same whichever block runs them. Grid (rows, H / heads_per_block,
-/// ceil(nsplit / chunks_per_block)): nsplit must be at least the largest attention_gqa_chunks of the rows (blocks
-/// past a row's chunks return at once); with nsplit > 1 the scratch of attention_paged_split (partial [rows * H *
-/// kAttentionMaxSplit * (D + 2)], counters [rows * H], zero before and left zero) holds the chunks' states. Needs
-/// attention_gqa_supported; throws tritium::Error otherwise.
+/// Decode attention with the G = H / KVH query heads of a KV head in one block, split over positions by the context
+/// alone: row r's positions 0..pos[r] are cut into attention_gqa_chunks(pos[r] + 1) chunks whatever the batch, so a
+/// row's result does not depend on its batch mates. bf16 pools (attention_decode_tc.cu): each warp holds every query
+/// head of its KV head on the tensor cores, scores and weighted sums on mma.sync bf16 with q and the softmax weights
+/// carried as two bf16 parts each (within ~1e-5 of float arithmetic on the pool's values), chunks and warps per block
+/// chosen by its own rule (a block folds its chunks itself; a few rows get a warp per chunk so that they attend their
+/// chunks at once). warps_per_block (bf16 only): 1, one warp attends the block's chunks one after another; W in 2..4,
+/// the block's W chunks at once, one per warp (chunks_per_block must then be W or 0); 0, automatic (1 when
+/// chunks_per_block is given). f32 / fp8 pools (attention_decode.cu): one warp per query head on the CUDA cores, the
+/// chunk's K / V rows copied to shared memory once per block, not once per head. heads_per_block (f32 / fp8): G, or 1
+/// (a block per query head: more blocks for a few rows, the same bits), or 0 (automatic: 1 while rows x KVH is below
+/// the SM count). chunks_per_block: consecutive chunks of a row one block attends (1..kAttentionMaxSplit; 0: the
+/// kernel's rule, attention_gqa_chunks_per_block for f32 / fp8); a block that holds all of a row's chunks merges them
+/// itself, so many rows run as fewer, longer blocks. None of these choices changes a bit: each chunk's arithmetic and
+/// the merge in chunk order are the same whichever block runs them. Grid (rows, H / heads_per_block, ceil(nsplit /
+/// chunks_per_block)): nsplit must be at least the largest attention_gqa_chunks of the rows (blocks past a row's chunks
+/// return at once); with nsplit > 1 the scratch of attention_paged_split (partial [rows * H * kAttentionMaxSplit * (D +
+/// 2)], counters [rows * H], zero before and left zero) holds the chunks' states. Needs attention_gqa_supported; throws
+/// tritium::Error otherwise.
 bool attention_gqa_supported(int H, int KVH, int D);  ///< H / KVH an integer in 1..8, D 64 or 128
 int attention_gqa_chunks(int64_t n);                  ///< chunks of a context of n positions (1..kAttentionMaxSplit)
 /// The automatic chunks per block of the f32 / fp8 kernel: the largest power of two <= nsplit that keeps rows x
