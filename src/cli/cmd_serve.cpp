@@ -101,9 +101,7 @@ int run(const ServeArgs& a) {
   // steps for their prompt: on the H200 2048 gave bench serve 1.15x / 1.29x the output of 512 at 64 / 256
   // concurrent, with lower TTFT and TPOT (bench/RESULTS.md, "Serving"). The CPU keeps 512 (its prefill is compute
   // bound, and a long step stalls every decode row).
-  ec.max_num_batched_tokens = a.max_num_batched_tokens > 0 ? a.max_num_batched_tokens
-                              : a.model.device.rfind("cuda", 0) == 0 ? 2048
-                                                                     : 512;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens > 0 ? a.max_num_batched_tokens : on_cuda(a.model) ? 2048 : 512;
   // The engine would silently clamp a longer limit to the model's context (vLLM refuses it too).
   const int64_t max_pos = lm.model().config().max_position_embeddings;
   if (a.max_model_len > max_pos)

@@ -273,8 +273,9 @@ TEST(CudaKernels, AttentionGqaChunksPerBlock) {
 // attention_decode_rope (the KV pools exactly, the output within 1e-5 relative per row, 3e-5 on the tensor cores of
 // the bf16 pools) at contexts 1 .. 1500 over a shuffled block table, head_dim 64 / 128, GQA ratios 1, 4 and 6, f32,
 // bf16 and fp8 pools, with any grid depth from the largest chunk count up, one block per KV head or per query head,
-// 1, 3 or all of a row's chunks per block, and (bf16) 2-4 chunks per block a warp each (the same bits); the unfused kernel after rope_kv_write gives the fused
-// kernel's bits, also for a subset of the rows through a row list; the counters are left zero.
+// 1, 3 or all of a row's chunks per block, and (bf16) 2-4 chunks per block a warp each (the same bits); the unfused
+// kernel after rope_kv_write gives the fused kernel's bits, also for a subset of the rows through a row list; the
+// counters are left zero.
 TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
   REQUIRE_GPU();
   std::mt19937 rng(47);
