@@ -357,7 +357,7 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
       out += fmt::format("| relu2 GLU + RMSNorm + int8 quantization (one kernel) | {} x {} | {:.2f} |\n", M, D, g1);
     }
   }
-  for (int ctx : {64, 128, 256, 1024}) {
+  for (int ctx : {64, 128, 192, 256, 1024}) {
     for (int M : {1, 16, 64, 256}) {
       const int H = 20, KVH = 5, D = 128, bs = 16, qkvw = H * D + 2 * KVH * D;
       const int nb = M * ((ctx + bs - 1) / bs), btw = (ctx + bs - 1) / bs;

@@ -508,14 +508,20 @@ GqaTcSplit attention_gqa_tc_split(int rows, int KVH, int nsplit) {
   // once, a warp each, and the block folds them from shared memory instead of the scratch. (Rows of more chunks need
   // the scratch either way, and one-warp blocks of one chunk are then faster.) Else a block is one warp, which folds
   // its own chunks as they end, so fewer, longer blocks save the scratch round trips of the merge but attend their
-  // tiles one after another: double the chunks per block while the grid keeps two warps per SM; one block for a row
-  // of at most two chunks. Measured on the H200 at 1-256 rows x contexts 64-1024 (bench/CUDA_NOTES.md).
+  // tiles one after another: double the chunks per block, the last step up to all of the row's chunks (a row of 6
+  // chunks as blocks of 4 and 2 would pay the scratch merge and wait on the longer block), while the grid keeps two
+  // warps per SM; one block for a row of at most two chunks. Measured on the H200 at 1-256 rows x contexts 64-1024
+  // (bench/CUDA_NOTES.md).
   nsplit = std::max(nsplit, 1);
   const int64_t warps = static_cast<int64_t>(std::max(rows, 0)) * std::max(KVH, 1);
   if (nsplit > 1 && nsplit <= kGqaTcMaxWarps && warps <= sm_count()) return {nsplit, nsplit};
   if (nsplit <= 2) return {nsplit, 1};
   int c = 1;
-  while (2 * c <= nsplit && warps * ((nsplit + 2 * c - 1) / (2 * c)) >= 2LL * sm_count()) c *= 2;
+  while (c < nsplit) {
+    const int next = std::min(2 * c, nsplit);
+    if (warps * ((nsplit + next - 1) / next) < 2LL * sm_count()) break;
+    c = next;
+  }
   return {c, 1};
 }
 

@@ -30,7 +30,8 @@ constexpr int kGqaTcMaxWarps = 4;
 
 /// The rule when the caller passes 0 for both: rows of 2..kGqaTcMaxWarps chunks in one block, a warp per chunk,
 /// while rows x KVH is at most the SM count (a few rows); else one warp per block, a row of at most two chunks in one
-/// block, more chunks per block (powers of two) while rows x KVH x blocks per row keeps 2 warps per SM.
+/// block, more chunks per block (powers of two, the last step up to all nsplit) while rows x KVH x blocks per row
+/// keeps 2 warps per SM.
 GqaTcSplit attention_gqa_tc_split(int rows, int KVH, int nsplit);
 
 /// The tensor-core GQA decode attention over bf16 pools (attention_decode_tc.cu), with the arguments of

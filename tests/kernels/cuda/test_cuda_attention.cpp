@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -19,6 +20,7 @@
 
 #if TRITIUM_HAVE_CUDA
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/attention_gqa.cuh"
 #include "kernels/cuda/kernels.h"
 
 using namespace tritium;
@@ -266,6 +268,49 @@ TEST(CudaKernels, AttentionGqaChunksPerBlock) {
     EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, ctx256), 8);
     EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, ctx1024), 4);
     EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, cuda::attention_gqa_chunks(600)), 4);  // 10 chunks of 64
+    // 6 chunks: blocks of 4 and 2 (all 6 in one block: fp8 decode at batch 64 3% slower, bench/CUDA_NOTES.md)
+    EXPECT_EQ(cuda::attention_gqa_chunks_per_block(64, 20, cuda::attention_gqa_chunks(192)), 4);
+  }
+}
+
+// The tensor-core kernel's split (bf16 pools): a few rows of 2-4 chunks get a warp per chunk in one block; else a
+// block is one warp holding a power of two of a row's chunks, or all of them, while 2 warps per SM remain; on the H200
+// (132 SMs) the values measured best.
+TEST(CudaKernels, AttentionGqaTcSplit) {
+  REQUIRE_GPU();
+  const int sms = cuda::sm_count(), KVH = 5;
+  for (int rows : {1, 2, 16, 64, 256, 1024}) {
+    for (int nsplit = 1; nsplit <= cuda::kAttentionMaxSplit; ++nsplit) {
+      const cuda::GqaTcSplit s = cuda::attention_gqa_tc_split(rows, KVH, nsplit);
+      const int c = s.chunks;
+      ASSERT_GE(c, 1);
+      EXPECT_LE(c, nsplit) << rows << " rows, nsplit " << nsplit;
+      if (s.warps > 1) {
+        EXPECT_EQ(s.warps, c);
+        EXPECT_EQ(c, nsplit);
+        EXPECT_LE(s.warps, cuda::kGqaTcMaxWarps);
+        EXPECT_LE(rows * KVH, sms);
+      } else {
+        EXPECT_EQ(s.warps, 1);
+        EXPECT_TRUE((c & (c - 1)) == 0 || c == nsplit) << c;
+        if (c > 1 && nsplit > 2) {
+          EXPECT_GE(int64_t{rows} * KVH * ((nsplit + c - 1) / c), 2 * sms) << rows << " rows, nsplit " << nsplit;
+        }
+      }
+    }
+  }
+  if (sms == 132) {
+    auto split = [&](int rows, int nsplit) {
+      const cuda::GqaTcSplit s = cuda::attention_gqa_tc_split(rows, KVH, nsplit);
+      return std::pair{s.chunks, s.warps};
+    };
+    EXPECT_EQ(split(1, 2), std::pair(2, 2));
+    EXPECT_EQ(split(16, 4), std::pair(4, 4));
+    EXPECT_EQ(split(1, 8), std::pair(1, 1));
+    EXPECT_EQ(split(16, 8), std::pair(2, 1));
+    EXPECT_EQ(split(64, 6), std::pair(6, 1));  // not blocks of 4 and 2 chunks
+    EXPECT_EQ(split(256, 5), std::pair(5, 1));
+    EXPECT_EQ(split(64, 16), std::pair(16, 1));
   }
 }
 
