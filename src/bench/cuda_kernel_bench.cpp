@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -400,30 +401,35 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
         check(cudaMemset(vb.p, 0x3c, static_cast<size_t>(nb) * bs * KVH * D * 2), "memset");
         check(cudaMemset(cnt.p, 0, static_cast<size_t>(M) * H * 4), "memset");
         const int ns_head = ctx > 256 ? cuda::attention_split_count(M, H) : 1, ns_gqa = cuda::attention_gqa_chunks(ctx);
-        // GQA (bf16: the tensor-core kernel): one chunk per block, all of a row's chunks in one block (one warp),
-        // up to 4 chunks per block at once (a warp each), and the automatic choice.
+        // The per-head kernel, then GQA (bf16: the tensor-core kernel): one chunk per block, all of a row's chunks in
+        // one block (one warp), up to 4 chunks per block at once (a warp each), and the automatic choice (0, 0).
+        struct Variant {
+          bool gqa;
+          int chunks_per_block, warps_per_block;
+          std::string how;
+        };
         const int par = std::min(ns_gqa, 4);
-        for (int cpb : {0, 1, cuda::kAttentionMaxSplit, -2, -1}) {  // 0: the per-head kernel, -1: automatic
-          if (cpb == -2 && par < 2) continue;
-          const bool gqa = cpb != 0;
+        std::vector<Variant> variants = {
+            {false, 0, 0, fmt::format("block per head, {} chunks", ns_head)},
+            {true, 1, 1, fmt::format("GQA, {} chunks, 1 per block", ns_gqa)},
+            {true, cuda::kAttentionMaxSplit, 1, fmt::format("GQA, {} chunks, {} per block", ns_gqa, ns_gqa)}};
+        if (par >= 2)
+          variants.push_back({true, par, par, fmt::format("GQA, {} chunks, {} per block, a warp each", ns_gqa, par)});
+        variants.push_back({true, 0, 0, fmt::format("GQA, {} chunks, automatic chunks per block", ns_gqa)});
+        for (const Variant& v : variants) {
           const double us3 = time_graph(st, o.launches, o.reps, [&](int) {
-            if (gqa)
+            if (v.gqa)
               cuda::attention_decode_gqa(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                          dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs, kb.p,
                                          vb.p, o2.as<float>(), ns_gqa, part.as<float>(), cnt.as<int32_t>(), st,
-                                         cuda::KvElem::kBF16, 0, cpb == -2 ? par : std::max(cpb, 0), nullptr,
-                                         cpb == -2 ? par : (cpb < 0 ? 0 : 1));
+                                         cuda::KvElem::kBF16, 0, v.chunks_per_block, nullptr, v.warps_per_block);
             else
               cuda::attention_decode_rope_split(q.as<float>(), qkvw, M, H, KVH, D, cs.as<float>(), cs.as<float>(),
                                                 dpos.as<int32_t>(), dseq.as<int32_t>(), dbt.as<int32_t>(), btw, bs,
                                                 kb.p, vb.p, o2.as<float>(), ns_head, part.as<float>(),
                                                 cnt.as<int32_t>(), st, cuda::KvElem::kBF16);
           });
-          const std::string how =
-              !gqa ? fmt::format("block per head, {} chunks", ns_head)
-                   : (cpb == -1 ? fmt::format("GQA, {} chunks, automatic chunks per block", ns_gqa)
-                      : cpb == -2 ? fmt::format("GQA, {} chunks, {} per block, a warp each", ns_gqa, par)
-                                  : fmt::format("GQA, {} chunks, {} per block", ns_gqa, std::min(cpb, ns_gqa)));
+          const std::string& how = v.how;
           out += fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", how, M, ctx, us3);
         }
       }

@@ -51,6 +51,14 @@ __host__ __device__ constexpr int warp_smem_bytes() {
   return 2 * 2 * kTile * (2 * D + 16);
 }
 
+// A chunk's state left in a warp's buffers for warp 0 to fold, lane-interleaved: entry k of lane l at float 32 k + l;
+// entries 0-3 the maxima and sums of weights of heads h0 / h1 (m0, m1, l0, l1), then o[i][e] at 4 + 4 i + e.
+__host__ __device__ constexpr int state_at(int k) { return 32 * k; }
+template <int D>
+__host__ __device__ constexpr int state_bytes() {
+  return state_at(4 + 4 * (D / 16)) * 4;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -107,6 +115,7 @@ __global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
   constexpr int T = kTile, KS = D / 16, RB = 2 * D + 16, PR = D / 8, NP = D / 64;
   static_assert(D % 64 == 0, "head_dim must be a multiple of 64");
   static_assert(warp_smem_bytes<D>() == 2 * 2 * T * RB, "the launcher's shared memory");
+  static_assert(state_bytes<D>() <= warp_smem_bytes<D>(), "a chunk's state fits the warp's buffers");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, W = static_cast<int>(blockDim.x) >> 5;
@@ -407,11 +416,11 @@ __global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
     }
     if (nblk == 1) {  // the warp's only chunk, into its buffers (every copy has landed): warp 0 folds them below
       float* st = reinterpret_cast<float*>(tiles[0][0]) + lane;
-      st[0] = m0, st[32] = m1, st[64] = l0, st[96] = l1;
+      st[state_at(0)] = m0, st[state_at(1)] = m1, st[state_at(2)] = l0, st[state_at(3)] = l1;
 #pragma unroll
       for (int i = 0; i < KS; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) st[128 * (i + 1) + 32 * e] = o[i][e];
+        for (int e = 0; e < 4; ++e) st[state_at(4 + 4 * i + e)] = o[i][e];
       continue;
     }
     float* p0 = chunk_state(h0, c);
@@ -436,8 +445,8 @@ __global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
 #pragma unroll
       for (int i = 0; i < KS; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) co[i][e] = st[128 * (i + 1) + 32 * e];
-      fold(st[0], st[32], st[64], st[96], co);
+        for (int e = 0; e < 4; ++e) co[i][e] = st[state_at(4 + 4 * i + e)];
+      fold(st[state_at(0)], st[state_at(1)], st[state_at(2)], st[state_at(3)], co);
     }
   }
   if (nblk > 1) {
