@@ -95,6 +95,9 @@ class Backend {
   virtual std::optional<DeviceMemoryInfo> reserve_device_memory(int64_t max_tokens, int max_seqs) {
     return std::nullopt;
   }
+  /// Bytes of the device memory the forward runs in (a GPU's total memory); 0 for host backends. For defaults that
+  /// depend on the device's size (serve's tokens per step).
+  virtual size_t device_memory_total() const { return 0; }
   /// A short name for reports ("CPU", "cuda:0 NVIDIA H200").
   virtual std::string name() const = 0;
   /// Whether forward runs on the host CPU (the read bandwidth of host memory is then its roofline).

@@ -97,6 +97,7 @@ class LeaderBackend final : public Backend {
     inner_->forward(batch, cache, logits);
   }
   std::string name() const override { return inner_->name() + " (+" + std::to_string(workers_.size()) + " ranks)"; }
+  size_t device_memory_total() const override { return inner_->device_memory_total(); }
 
  private:
   std::shared_ptr<Backend> inner_;

@@ -158,3 +158,14 @@ TEST(Backends, TinyQwen2EveryBackendMatchesTheCpuReference) {
   // Float projections: only summation orders differ (measured 5e-7 on the CPU paths).
   check_model(*load_transformer(s + "/models/tiny-qwen2"), "tiny-qwen2", 1e-4, 2e-2);
 }
+
+// The device memory a backend reports (serve's default tokens per step depends on it): 0 for the CPU, the GPU's
+// total for the CUDA backend (every GPU this code supports has more than 1 GiB).
+TEST(Backends, DeviceMemoryTotal) {
+  const auto m = load_transformer(test::bundled_model());
+  EXPECT_EQ(CpuBackend(*m).device_memory_total(), 0u);
+  for (const Candidate& cand : candidates()) {
+    if (cand.name.rfind("cuda", 0) != 0) continue;
+    EXPECT_GT(cand.make(*m)->device_memory_total(), size_t{1} << 30) << cand.name;
+  }
+}

@@ -96,6 +96,8 @@ class CudaBackend final : public Backend {
   void read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) override;
   /// ensure_workspace of the largest step, then cudaMemGetInfo (workspace.cpp).
   std::optional<DeviceMemoryInfo> reserve_device_memory(int64_t max_tokens, int max_seqs) override;
+  /// cudaMemGetInfo's total (workspace.cpp).
+  size_t device_memory_total() const override;
 
  private:
   // ---- construction (weights.cpp, tensor_parallel.cpp)

@@ -110,6 +110,13 @@ std::optional<DeviceMemoryInfo> CudaBackend::reserve_device_memory(int64_t max_t
   return DeviceMemoryInfo{total_b, total_b - free_b};
 }
 
+size_t CudaBackend::device_memory_total() const {
+  check(cudaSetDevice(opts_.device), "cudaSetDevice");
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return total_b;
+}
+
 void CudaBackend::read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) {
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (read_kv)");
