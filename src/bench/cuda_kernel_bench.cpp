@@ -429,8 +429,8 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
                                                 kb.p, vb.p, o2.as<float>(), ns_head, part.as<float>(),
                                                 cnt.as<int32_t>(), st, cuda::KvElem::kBF16);
           });
-          const std::string& how = v.how;
-          out += fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", how, M, ctx, us3);
+          out +=
+              fmt::format("| fused decode attention, bf16 KV, {} | {} seqs x ctx {} | {:.2f} |\n", v.how, M, ctx, us3);
         }
       }
     }

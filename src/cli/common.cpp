@@ -92,11 +92,9 @@ std::string resolve_model_dir(const std::string& m) {
 // (bench/RESULTS.md, "Ternary CPU kernels"), so the fastest format on this kind of machine is i2.
 TernaryFormat auto_ternary_format() { return TernaryFormat::kI2; }
 
-bool on_cuda(const ModelOptions& o) { return o.device.rfind("cuda", 0) == 0; }
-
 KvDType kv_dtype_for(const std::string& flag, const ModelOptions& o) {
   if (flag != "auto") return parse_kv_dtype(flag);
-  return on_cuda(o) && o.tensor_parallel == 1 ? KvDType::kBF16 : KvDType::kF32;
+  return o.device.rfind("cuda", 0) == 0 && o.tensor_parallel == 1 ? KvDType::kBF16 : KvDType::kF32;
 }
 
 LoadOptions make_load_options(const ModelOptions& o) {

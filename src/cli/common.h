@@ -28,9 +28,6 @@ struct ModelOptions {
   bool single_sequence = false;  ///< set by generate / chat: one sequence at a time (CudaOptions::single_sequence)
 };
 
-/// True when --device names a GPU (cuda or cuda:N).
-bool on_cuda(const ModelOptions& o);
-
 /// --kv-cache-dtype: "auto" is bf16 on a CUDA device without tensor parallelism (half the bytes of f32 per token;
 /// its perplexity effect on the goldens: bench/RESULTS.md) and f32 elsewhere; any other value as parse_kv_dtype.
 KvDType kv_dtype_for(const std::string& flag, const ModelOptions& o);

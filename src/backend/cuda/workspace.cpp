@@ -100,22 +100,25 @@ DevKv& CudaBackend::device_kv(KvCache& cache) {
   return *kv;
 }
 
+namespace {
+/// The device's memory as it stands (cudaMemGetInfo on `device`).
+DeviceMemoryInfo memory_info(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return DeviceMemoryInfo{total_b, total_b - free_b};
+}
+}  // namespace
+
 std::optional<DeviceMemoryInfo> CudaBackend::reserve_device_memory(int64_t max_tokens, int max_seqs) {
   TRITIUM_CHECK(max_tokens > 0 && max_seqs > 0 && max_tokens <= INT32_MAX, "reserve_device_memory: bad sizes");
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
   ensure_workspace(static_cast<int>(max_tokens), max_seqs, max_seqs);
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  size_t free_b = 0, total_b = 0;
-  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  return DeviceMemoryInfo{total_b, total_b - free_b};
+  return memory_info(opts_.device);
 }
 
-size_t CudaBackend::device_memory_total() const {
-  check(cudaSetDevice(opts_.device), "cudaSetDevice");
-  size_t free_b = 0, total_b = 0;
-  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  return total_b;
-}
+size_t CudaBackend::device_memory_total() const { return memory_info(opts_.device).total; }
 
 void CudaBackend::read_kv(KvCache& cache, int layer, std::span<const int32_t> table, int64_t n, float* k, float* v) {
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
