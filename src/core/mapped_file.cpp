@@ -38,7 +38,23 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     }
     data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
+  fd_ = fd;  // kept for read_at
+}
+
+void MappedFile::read_at(size_t offset, size_t n, void* dst) const {
+  if (offset > size_ || n > size_ - offset)
+    fail("{}: read of {} bytes at offset {} is outside the file's {} bytes", path_, n, offset, size_);
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      fail("{}: read of {} bytes at offset {} failed: {}", path_, n, offset,
+           got < 0 ? std::strerror(errno) : "the file is shorter than when it was opened");
+    out += got;
+    offset += static_cast<size_t>(got);
+    n -= static_cast<size_t>(got);
+  }
 }
 
 void release_mapped_pages(const void* p, size_t n) {
@@ -50,17 +66,23 @@ void release_mapped_pages(const void* p, size_t n) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    : path_(std::move(o.path_)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      fd_(std::exchange(o.fd_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    fd_ = std::exchange(o.fd_, -1);
   }
   return *this;
 }

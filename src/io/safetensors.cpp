@@ -63,6 +63,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     TensorView t;
     t.name = name;
     t.file = path;
+    t.mapping = &file_;
     if (!e["dtype"].is_string() || !parse_dtype(e["dtype"].get<std::string>(), &t.dtype))
       fail("{}: tensor '{}': unsupported dtype {}", path, name, e["dtype"].dump());
     if (!e["shape"].is_array()) fail("{}: tensor '{}': shape is not an array", path, name);

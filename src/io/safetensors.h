@@ -27,6 +27,7 @@ struct TensorView {
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
   std::string file;  ///< path of the file holding it (for error messages)
+  const MappedFile* mapping = nullptr;  ///< the mapping `data` points into (lives as long as its SafetensorsFile)
 
   int64_t numel() const;
   /// "[8192, 256]"

@@ -1,13 +1,16 @@
 // tritium model: the token embedding table [vocab, hidden], held in the dtype it is stored in.
 //
 // A bf16 table is read in place from the memory-mapped model file (or owned when it was converted), so a model
-// holds no float32 copy of it: a lookup widens one row. A float32 table is held when the output head is float32
+// holds no float32 copy of it: a lookup widens one row. When the table serves lookups only (the head holds its own
+// quantized copy), lookups read their rows from the file with pread (read_rows_from), so the table is not resident. A float32 table is held when the output head is float32
 // (the two then share it, tied).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "core/mapped_file.h"
 
 namespace tritium {
 
@@ -17,8 +20,10 @@ class Embedding {
   /// A float32 table [rows, cols] (shared with a float32 head when tied).
   static Embedding f32(std::shared_ptr<const std::vector<float>> table, int64_t rows, int64_t cols);
   /// A bf16 table [rows, cols] at `data` (bit patterns): borrowed from a memory-mapped file that must outlive the
-  /// model (Transformer::set_keep_alive), or owned by `owner` (which then keeps `data` alive).
-  static Embedding bf16(const uint16_t* data, int64_t rows, int64_t cols, std::shared_ptr<const void> owner = {});
+  /// model (Transformer::set_keep_alive), or owned by `owner` (which then keeps `data` alive). `file`, for a
+  /// borrowed table, is the mapping `data` lies in (it enables read_rows_from_file).
+  static Embedding bf16(const uint16_t* data, int64_t rows, int64_t cols, std::shared_ptr<const void> owner = {},
+                        const MappedFile* file = nullptr);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -28,8 +33,14 @@ class Embedding {
   /// Bytes one lookup reads.
   size_t row_bytes() const { return static_cast<size_t>(cols_) * (is_bf16() ? 2 : 4); }
 
-  /// out[cols] = row `r` as float32 (exact widening of bf16). r must be in [0, rows).
+  /// out[cols] = row `r` as float32 (exact widening of bf16). r must be in [0, rows). Throws tritium::Error when
+  /// a row read from the file fails (read_rows_from).
   void row(int64_t r, float* out) const;
+  /// For a table that serves lookups only (the head holds its own copy): when it was borrowed with its `file`,
+  /// row() from now on reads from the file with pread instead of through the mapping (MappedFile::read_at says
+  /// why), and the table's mapped pages are released. Returns whether it does; no effect on other tables.
+  bool read_rows_from_file();
+  bool reads_rows_from_file() const { return read_file_; }
 
   /// The bf16 bit patterns [rows, cols]; nullptr for a float32 table.
   const uint16_t* bf16_data() const { return bf16_; }
@@ -45,6 +56,9 @@ class Embedding {
   const uint16_t* bf16_ = nullptr;
   std::shared_ptr<const void> owner_;
   std::shared_ptr<Widened> widened_;
+  const MappedFile* file_ = nullptr;
+  size_t file_offset_ = 0;
+  bool read_file_ = false;
 };
 
 }  // namespace tritium

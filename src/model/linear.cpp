@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include "core/error.h"
+#include "core/scratch.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
@@ -9,6 +10,25 @@
 #include "kernels/cpu/ternary_kernels.h"
 
 namespace tritium {
+namespace {
+
+// x [M, K] quantized per row to int8 by absmax (BitNet's activation quantization), in the calling thread's scratch:
+// valid until its next quantize_rows.
+struct QuantizedRows {
+  const int8_t* x;
+  const float* inv_s;
+};
+
+QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
+  thread_local Scratch<int8_t> xq;
+  thread_local Scratch<float> inv_s;
+  int8_t* q = xq.get(static_cast<size_t>(M * K));
+  float* s = inv_s.get(static_cast<size_t>(M));
+  cpu::quantize_rows_absmax_i8(x, M, K, q, s);
+  return {q, s};
+}
+
+}  // namespace
 
 FloatLinear::FloatLinear(std::vector<float> w, std::vector<float> bias, int64_t n, int64_t k)
     : FloatLinear(std::make_shared<const std::vector<float>>(std::move(w)), std::move(bias), n, k) {}
@@ -50,23 +70,22 @@ TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float
 std::string TernaryLinear::format_name() const { return "ternary-" + std::string(ternary_format_name(w_->format())); }
 
 void TernaryLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
-  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
-  std::vector<float> inv_s(static_cast<size_t>(M));
-  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
+  const QuantizedRows q = quantize_rows(x, M, k_);
   if (!group_scales_.empty()) {
-    cpu::ternary_gemm_f32(*w_, xq.data(), inv_s.data(), M, group_scales_.data(), y);
+    cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, group_scales_.data(), y);
     if (!bias_.empty())
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];
     return;
   }
-  std::vector<int32_t> acc(static_cast<size_t>(M * n_));
-  cpu::ternary_gemm_i32(*w_, xq.data(), M, acc.data());
+  thread_local Scratch<int32_t> acc_buf;
+  int32_t* acc = acc_buf.get(static_cast<size_t>(M * n_));
+  cpu::ternary_gemm_i32(*w_, q.x, M, acc);
   for (int64_t m = 0; m < M; ++m) {
     int64_t n = 0;
     for (const auto& seg : segments_) {
       for (int64_t e = n + seg.rows; n < e; ++n)
-        y[m * n_ + n] = (static_cast<float>(acc[m * n_ + n]) * inv_s[m]) * seg.scale;
+        y[m * n_ + n] = (static_cast<float>(acc[m * n_ + n]) * q.inv_s[m]) * seg.scale;
     }
     if (!bias_.empty())
       for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];
@@ -101,10 +120,8 @@ namespace tritium {
 Q4Linear::Q4Linear(Q4Rows w) : Linear(w.n, w.k), w_(std::move(w)) { validate_q4_rows(w_, "Q4Linear"); }
 
 void Q4Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
-  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
-  std::vector<float> inv_s(static_cast<size_t>(M));
-  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
-  q4_gemm(w_, xq.data(), inv_s.data(), M, y);
+  const QuantizedRows q = quantize_rows(x, M, k_);
+  q4_gemm(w_, q.x, q.inv_s, M, y);
 }
 
 }  // namespace tritium
@@ -114,10 +131,8 @@ namespace tritium {
 Q6Linear::Q6Linear(Q6Rows w) : Linear(w.n, w.k), w_(std::move(w)) { validate_q6_rows(w_, "Q6Linear"); }
 
 void Q6Linear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
-  std::vector<int8_t> xq(static_cast<size_t>(M * k_));
-  std::vector<float> inv_s(static_cast<size_t>(M));
-  cpu::quantize_rows_absmax_i8(x, M, k_, xq.data(), inv_s.data());
-  q6_gemm(w_, xq.data(), inv_s.data(), M, y);
+  const QuantizedRows q = quantize_rows(x, M, k_);
+  q6_gemm(w_, q.x, q.inv_s, M, y);
 }
 
 }  // namespace tritium

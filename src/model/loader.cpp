@@ -73,7 +73,7 @@ class SafetensorsSource final : public WeightSource {
   Embedding table(const std::string& name, int64_t rows, int64_t cols) const override {
     const TensorView& t = ws_.get(name, {rows, cols});
     if (t.dtype == DType::BF16 && reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0)
-      return Embedding::bf16(reinterpret_cast<const uint16_t*>(t.data), rows, cols);
+      return Embedding::bf16(reinterpret_cast<const uint16_t*>(t.data), rows, cols, {}, t.mapping);
     return WeightSource::table(name, rows, cols);
   }
 

@@ -18,6 +18,9 @@ Transformer::Transformer(ModelConfig config, Embedding embed, std::vector<LayerW
       layers_(std::move(layers)),
       final_norm_(std::move(final_norm)),
       lm_head_(std::move(lm_head)) {
+  // A table borrowed from a mapped file that the head does not read serves lookups only: read from the file a row
+  // at a time, it is not resident beside the head's own copy.
+  if (!head_shares_embedding()) embed_.read_rows_from_file();
   const int half = config_.head_dim / 2;
   inv_freq_.resize(half);
   for (int i = 0; i < half; ++i) {

@@ -380,7 +380,8 @@ std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const W
   };
   Embedding embed;
   if (const TensorView* et = ws.find("model.embed_tokens.weight"); et && et->dtype == DType::BF16)
-    embed = Embedding::bf16(reinterpret_cast<const uint16_t*>(rd.tensor(et->name, DType::BF16, {V, H}).data), V, H);
+    embed = Embedding::bf16(reinterpret_cast<const uint16_t*>(rd.tensor(et->name, DType::BF16, {V, H}).data), V, H,
+                            {}, et->mapping);
   else
     embed = Embedding::f32(std::make_shared<const std::vector<float>>(rd.floats("model.embed_tokens.weight", {V, H})), V, H);
   std::vector<LayerWeights> layers(c.num_layers);

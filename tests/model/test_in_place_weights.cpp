@@ -1,10 +1,12 @@
 // Weights used in place: the bf16 embedding and a tied bf16 head read one table from the mapped file with the
-// float32 head's exact results; quantized heads built a block of rows at a time equal the whole-table ones; and a
-// process running a synthetic 2B4T-width model never holds a second full copy of the file (peak RSS).
+// float32 head's exact results; quantized heads built a block of rows at a time equal the whole-table ones; a table
+// that serves lookups only is read from the file (the same rows, none of it resident); and a process running a
+// synthetic 2B4T-width model never holds a second full copy of the file (peak RSS).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 
@@ -42,7 +44,76 @@ void expect_bf16_head_equals_f32(const std::string& dir) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << dir << " logit " << i;
 }
 
+// A synthetic model of 2B4T width (128,256 x 2,560 bf16 embedding, 656 MB) with two layers, made once per process.
+const fs::path& wide_model_dir() {
+  struct Dir {
+    fs::path path = fs::temp_directory_path() / ("tritium_wide_" + std::to_string(::getpid()));
+    bool made = false;
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static Dir d;
+  if (!d.made) {
+    auto synth = test::run_cli({"synth", "--shape", "bitnet-2b4t", "--layers", "2", "-o", d.path.string()});
+    EXPECT_EQ(synth.exit_code, 0) << synth.err;
+    d.made = true;
+  }
+  return d.path;
+}
+
+// kB of file-backed pages in this process's resident set (/proc/self/status RssFile).
+int64_t rss_file_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  return -1;
+}
+
 }  // namespace
+
+TEST(InPlaceWeights, LookupOnlyTableReadsRowsFromTheFile) {
+  const std::string dir = test::bundled_model();
+  auto bf16 = load_with_head(dir, "bf16"), q6 = load_with_head(dir, "q6");
+  // The tied bf16 head reads the mapped table; beside a q6 head the table serves lookups only.
+  EXPECT_FALSE(bf16->embed().reads_rows_from_file());
+  EXPECT_TRUE(q6->embed().reads_rows_from_file());
+  const Embedding& a = bf16->embed();
+  const Embedding& b = q6->embed();
+  std::vector<float> ra(a.cols()), rb(b.cols());
+  for (int64_t r : {int64_t{0}, int64_t{1}, a.rows() / 2, a.rows() - 1}) {
+    a.row(r, ra.data());
+    b.row(r, rb.data());
+    for (int64_t c = 0; c < a.cols(); ++c) ASSERT_EQ(ra[c], rb[c]) << "row " << r << " column " << c;
+  }
+  // An owned table has no file to read from.
+  auto bits = std::make_shared<std::vector<uint16_t>>(64, uint16_t{0x3f80});
+  Embedding owned = Embedding::bf16(bits->data(), 4, 16, bits);
+  EXPECT_FALSE(owned.read_rows_from_file());
+}
+
+// With lookups through the mapping, every row read mapped the 64 KiB around it (the kernel's fault-around), and
+// 20,000 random tokens made most of the 656 MB table resident beside the q6 head.
+TEST(InPlaceWeights, RandomLookupsLeaveTheTableInTheFile) {
+  if (test::under_sanitizer()) GTEST_SKIP() << "RSS is measured in the Release suite (the sanitizers add shadow memory)";
+  auto model = load_with_head(wide_model_dir().string(), "q6");
+  const Embedding& e = model->embed();
+  ASSERT_TRUE(e.reads_rows_from_file());
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int64_t> tok(0, e.rows() - 1);
+  std::vector<float> row(e.cols());
+  double sum = 0;
+  const int64_t before = rss_file_kib();
+  for (int i = 0; i < 20000; ++i) {
+    e.row(tok(rng), row.data());
+    sum += row[0];
+  }
+  const int64_t grown = rss_file_kib() - before;
+  std::printf("  20,000 lookups: file-backed RSS %+lld KiB (checksum %g)\n", static_cast<long long>(grown), sum);
+  EXPECT_LT(grown, 16 * 1024);
+}
 
 TEST(InPlaceWeights, Bf16HeadReproducesF32HeadBitForBit) {
   expect_bf16_head_equals_f32(test::bundled_model());
@@ -83,9 +154,7 @@ TEST(InPlaceWeights, HeadsFromABf16TableEqualWholeTableQuantization) {
 // the size of the file.
 TEST(InPlaceWeights, PeakRssStaysBelowOneCopyOfTheFile) {
   if (test::under_sanitizer()) GTEST_SKIP() << "peak RSS is measured in the Release suite (the sanitizers add shadow memory)";
-  const fs::path dir = fs::temp_directory_path() / ("tritium_rss_" + std::to_string(::getpid()));
-  auto synth = test::run_cli({"synth", "--shape", "bitnet-2b4t", "--layers", "2", "-o", dir.string()});
-  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const fs::path& dir = wide_model_dir();
   const double file_mib = static_cast<double>(fs::file_size(dir / "model.safetensors")) / (1 << 20);
   auto peak = [&](const std::string& head, const std::string& model) {
     auto r = test::run_cli({"generate", "-m", model, "-p", "hello world", "-n", "4", "--temp", "0", "-t", "2",
@@ -102,7 +171,6 @@ TEST(InPlaceWeights, PeakRssStaysBelowOneCopyOfTheFile) {
                f32 = peak("f32", dir.string()) - floor;
   std::printf("  model.safetensors %.1f MiB; peak RSS above the %.1f MiB floor: default head %.1f MiB, bf16 %.1f MiB, "
               "f32 %.1f MiB\n", file_mib, floor, def, bf16, f32);
-  fs::remove_all(dir);
   EXPECT_LT(def, 0.75 * file_mib);   // int8 head (313 MiB) + 2 layers + runtime, the embedding left in the file
   EXPECT_LT(bf16, 1.25 * file_mib);  // the head streams the mapped table: one copy of it, no second
   EXPECT_GT(f32, 1.5 * file_mib);   // the float32 table is the second (double-size) copy the others avoid

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "core/scratch.h"
 #include "parallel/communicator.h"
 
 namespace tritium {
@@ -38,6 +39,10 @@ class CpuBackend final : public Backend {
 
   std::shared_ptr<Communicator> comm_;
   ActivationObserver observer_;
+  // The activations of forward(), kept between calls (core/scratch.h): sized by the largest batch seen.
+  struct Workspace {
+    Scratch<float> x, cos, sin, h, qkv, q, attn, gu, act, proj, full_in, sel;
+  } ws_;
 };
 
 }  // namespace tritium

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "core/parallel.h"
+#include "core/scratch.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/ops.h"
 
@@ -43,7 +43,8 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
     const int chunks = (group + detail::kAttentionMaxRows - 1) / detail::kAttentionMaxRows;
     parallel_for(static_cast<int64_t>(KVH) * chunks * T, 1, [&](int64_t b, int64_t e) {
       const int64_t ld = start_pos + T;
-      std::vector<float> scores(static_cast<size_t>(detail::kAttentionMaxRows * ld));
+      thread_local Scratch<float> scores_buf;
+      float* scores = scores_buf.get(static_cast<size_t>(detail::kAttentionMaxRows * ld));
       const float* qs[detail::kAttentionMaxRows];
       float* os[detail::kAttentionMaxRows];
       for (int64_t idx = b; idx < e; ++idx) {
@@ -56,14 +57,15 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
           os[j] = out + t * qstride + static_cast<int64_t>(h0 + j) * D;
         }
         const int64_t kvoff = static_cast<int64_t>(g) * D;
-        detail::attention_rows_avx2(J, qs, os, scores.data(), ld, k + kvoff, v + kvoff, start_pos + t + 1, kvstride,
+        detail::attention_rows_avx2(J, qs, os, scores, ld, k + kvoff, v + kvoff, start_pos + t + 1, kvstride,
                                     D, scale);
       }
     });
     return;
   }
   parallel_for(static_cast<int64_t>(H) * T, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(start_pos + T));
+    thread_local Scratch<float> scores_buf;
+    float* scores = scores_buf.get(static_cast<size_t>(start_pos + T));
     for (int64_t idx = b; idx < e; ++idx) {
       const int h = static_cast<int>(idx / T);
       const int64_t t = idx % T;
@@ -71,8 +73,8 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
       const float* qr = q + t * qstride + static_cast<int64_t>(h) * D;
       float* o = out + t * qstride + static_cast<int64_t>(h) * D;
       const int64_t n = start_pos + t + 1;
-      if (avx2) detail::attention_row_avx2(qr, k + kvoff, v + kvoff, o, scores.data(), n, kvstride, D, scale);
-      else detail::attention_row_ref(qr, k + kvoff, v + kvoff, o, scores.data(), n, kvstride, D, scale);
+      if (avx2) detail::attention_row_avx2(qr, k + kvoff, v + kvoff, o, scores, n, kvstride, D, scale);
+      else detail::attention_row_ref(qr, k + kvoff, v + kvoff, o, scores, n, kvstride, D, scale);
     }
   });
 }

@@ -3,10 +3,10 @@
 // group-scale combination (done here, in plain scalar code, so that every path rounds identically).
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/scratch.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/ternary_kernels.h"
 
@@ -15,24 +15,25 @@ namespace {
 
 // x [M, K] copied into xp [M, kp] with zero padding, per-group sums sumx [M, G] of x and their totals
 // row_sum [M] (the code-sum correction of a whole row). Rows are split over the threads at prefill sizes.
+// The pointers are the calling thread's scratch, valid until its next pad_activations.
 struct PaddedX {
-  std::vector<int8_t> xp;
-  std::vector<int32_t> sumx, row_sum;
+  int8_t* xp;
+  int32_t *sumx, *row_sum;
 };
 
 PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_t pad_rows = 1) {
   const int64_t K = w.k, kp = w.kp, G = w.groups();
   const int64_t Mp = (M + pad_rows - 1) / pad_rows * pad_rows;  // rows the microkernel may read
-  PaddedX p;
-  p.xp.resize(static_cast<size_t>(Mp * kp + 64));  // +64: slack for vector broadcasts
-  p.sumx.resize(static_cast<size_t>(M * G));
-  p.row_sum.resize(static_cast<size_t>(M));
-  std::memset(p.xp.data() + M * kp, 0, static_cast<size_t>((Mp - M) * kp + 64));
+  thread_local Scratch<int8_t> xp_buf;
+  thread_local Scratch<int32_t> sumx_buf, row_sum_buf;
+  PaddedX p{xp_buf.get(static_cast<size_t>(Mp * kp + 64)),  // +64: slack for vector broadcasts
+            sumx_buf.get(static_cast<size_t>(M * G)), row_sum_buf.get(static_cast<size_t>(M))};
+  std::memset(p.xp + M * kp, 0, static_cast<size_t>((Mp - M) * kp + 64));
   auto rows = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const int8_t* xr = x + m * K;
-      std::memcpy(p.xp.data() + m * kp, xr, static_cast<size_t>(K));
-      std::memset(p.xp.data() + m * kp + K, 0, static_cast<size_t>(kp - K));
+      std::memcpy(p.xp + m * kp, xr, static_cast<size_t>(K));
+      std::memset(p.xp + m * kp + K, 0, static_cast<size_t>(kp - K));
       int32_t total = 0;
       for (int64_t g = 0; g < G; ++g) {
         const int64_t k0 = g * kTernaryGroupK, k1 = std::min(K, k0 + kTernaryGroupK);
@@ -64,15 +65,13 @@ void check_view(const TernaryView& w) {
   if (w.fmt == TernaryFormat::kInt8) fail("ternary kernels: the int8 format has no tiled kernels");
 }
 
-// 64-byte aligned scratch for one decoded tile: [kp / 4][64] codes.
-struct CodeBuffer {
-  explicit CodeBuffer(int64_t kp) : raw(static_cast<size_t>(16 * kp + 64)) {
-    const auto a = reinterpret_cast<uintptr_t>(raw.data());
-    data = raw.data() + ((64 - a % 64) % 64);
-  }
-  std::vector<uint8_t> raw;
-  uint8_t* data;
-};
+// The calling thread's 64-byte aligned scratch for one decoded tile: [kp / 4][64] codes.
+uint8_t* code_buffer(int64_t kp) {
+  thread_local Scratch<uint8_t> raw;
+  uint8_t* p = raw.get(static_cast<size_t>(16 * kp + 64));
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - a % 64) % 64);
+}
 
 }  // namespace
 
@@ -85,7 +84,7 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
   const int64_t N = w.n, kp = w.kp;
   const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1);
   auto store = [&](int64_t t, int64_t m, const int32_t* out) {
-    const int32_t sx = px.row_sum[static_cast<size_t>(m)];
+    const int32_t sx = px.row_sum[m];
     const int64_t nr = std::min<int64_t>(16, N - t * 16);
     int32_t* dst = acc + m * N + t * 16;
     for (int64_t r = 0; r < nr; ++r) dst[r] = out[r] - sx;
@@ -95,7 +94,7 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
       alignas(64) int32_t out[16];
       for (int64_t t = t0; t < t1; ++t) {
         uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
-        isa.gemv_tile(w, t, 0, w.groups(), px.xp.data(), &pos, out);
+        isa.gemv_tile(w, t, 0, w.groups(), px.xp, &pos, out);
         store(t, 0, out);
       }
     });
@@ -105,21 +104,22 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
     parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
       alignas(64) int32_t out[16 * 16];
       for (int64_t t = t0; t < t1; ++t) {
-        isa.rows_i2(w, t, px.xp.data(), kp, static_cast<int>(M), out);
+        isa.rows_i2(w, t, px.xp, kp, static_cast<int>(M), out);
         for (int64_t m = 0; m < M; ++m) store(t, m, out + 16 * m);
       }
     });
     return;
   }
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
-    CodeBuffer codes(kp);
-    std::vector<int32_t> out(static_cast<size_t>(16 * isa.max_mb));
+    uint8_t* codes = code_buffer(kp);
+    thread_local Scratch<int32_t> out_buf;
+    int32_t* out = out_buf.get(static_cast<size_t>(16 * isa.max_mb));
     for (int64_t t = t0; t < t1; ++t) {
-      isa.decode_tile(w, t, codes.data);
+      isa.decode_tile(w, t, codes);
       for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
         const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
-        isa.mm_codes(codes.data, 0, kp / 4, px.xp.data() + m0 * kp, kp, mb, out.data());
-        for (int i = 0; i < mb; ++i) store(t, m0 + i, out.data() + 16 * i);
+        isa.mm_codes(codes, 0, kp / 4, px.xp + m0 * kp, kp, mb, out);
+        for (int i = 0; i < mb; ++i) store(t, m0 + i, out + 16 * i);
       }
     }
   });
@@ -151,7 +151,7 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
         uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
         float s[16] = {};
         for (int64_t g = 0; g < G; ++g) {
-          isa.gemv_tile(w, t, g, g + 1, px.xp.data(), &pos, out);
+          isa.gemv_tile(w, t, g, g + 1, px.xp, &pos, out);
           accumulate(t, g, 0, out, s);
         }
         finish(t, 0, s);
@@ -160,19 +160,21 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     return;
   }
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
-    CodeBuffer codes(kp);
-    std::vector<int32_t> out(static_cast<size_t>(16 * isa.max_mb));
-    std::vector<float> s(static_cast<size_t>(16 * isa.max_mb));
+    uint8_t* codes = code_buffer(kp);
+    thread_local Scratch<int32_t> out_buf;
+    thread_local Scratch<float> s_buf;
+    int32_t* out = out_buf.get(static_cast<size_t>(16 * isa.max_mb));
+    float* s = s_buf.get(static_cast<size_t>(16 * isa.max_mb));
     for (int64_t t = t0; t < t1; ++t) {
-      isa.decode_tile(w, t, codes.data);
+      isa.decode_tile(w, t, codes);
       for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
         const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
-        std::fill(s.begin(), s.end(), 0.0f);
+        std::fill(s, s + 16 * isa.max_mb, 0.0f);
         for (int64_t g = 0; g < G; ++g) {
-          isa.mm_codes(codes.data, g * 32, (g + 1) * 32, px.xp.data() + m0 * kp, kp, mb, out.data());
-          for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out.data() + 16 * i, s.data() + 16 * i);
+          isa.mm_codes(codes, g * 32, (g + 1) * 32, px.xp + m0 * kp, kp, mb, out);
+          for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out + 16 * i, s + 16 * i);
         }
-        for (int i = 0; i < mb; ++i) finish(t, m0 + i, s.data() + 16 * i);
+        for (int i = 0; i < mb; ++i) finish(t, m0 + i, s + 16 * i);
       }
     }
   });
