@@ -29,8 +29,8 @@ TEST(MappedFile, ReadAtCopiesTheMappedBytes) {
   const fs::path p = write_file("tritium_read_at", 70000);
   const MappedFile f(p.string());
   ASSERT_EQ(f.size(), 70000u);
-  for (const auto [off, n] : std::vector<std::pair<size_t, size_t>>{{0, 1}, {4095, 10}, {12345, 5120}, {69990, 10},
-                                                                    {70000, 0}}) {
+  for (const auto& [off, n] : std::vector<std::pair<size_t, size_t>>{{0, 1}, {4095, 10}, {12345, 5120}, {69990, 10},
+                                                                     {70000, 0}}) {
     std::vector<uint8_t> got(n + 1, 0xAA);
     f.read_at(off, n, got.data());
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f.data()[off + i]) << "offset " << off + i;
@@ -43,7 +43,7 @@ TEST(MappedFile, ReadAtOutsideTheFileIsAnError) {
   const fs::path p = write_file("tritium_read_at_range", 100);
   const MappedFile f(p.string());
   std::vector<uint8_t> buf(200);
-  for (const auto [off, n] : std::vector<std::pair<size_t, size_t>>{{90, 11}, {101, 0}, {0, 101}, {SIZE_MAX, 2}}) {
+  for (const auto& [off, n] : std::vector<std::pair<size_t, size_t>>{{90, 11}, {101, 0}, {0, 101}, {SIZE_MAX, 2}}) {
     try {
       f.read_at(off, n, buf.data());
       ADD_FAILURE() << "read of " << n << " bytes at " << off << " did not throw";
