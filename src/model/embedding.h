@@ -2,8 +2,8 @@
 //
 // A bf16 table is read in place from the memory-mapped model file (or owned when it was converted), so a model
 // holds no float32 copy of it: a lookup widens one row. When the table serves lookups only (the head holds its own
-// quantized copy), lookups read their rows from the file with pread (read_rows_from), so the table is not resident. A float32 table is held when the output head is float32
-// (the two then share it, tied).
+// quantized copy), lookups read their rows from the file with pread (read_rows_from_file), so the table is not
+// resident. A float32 table is held when the output head is float32 (the two then share it, tied).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ class Embedding {
   size_t row_bytes() const { return static_cast<size_t>(cols_) * (is_bf16() ? 2 : 4); }
 
   /// out[cols] = row `r` as float32 (exact widening of bf16). r must be in [0, rows). Throws tritium::Error when
-  /// a row read from the file fails (read_rows_from).
+  /// a row read from the file fails (read_rows_from_file).
   void row(int64_t r, float* out) const;
   /// For a table that serves lookups only (the head holds its own copy): when it was borrowed with its `file`,
   /// row() from now on reads from the file with pread instead of through the mapping (MappedFile::read_at says
