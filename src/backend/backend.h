@@ -74,7 +74,8 @@ class Backend {
 
   /// Runs the batch: writes K/V of every new token into `cache` (or the device copy the backend attaches to it,
   /// KvCache::device_state) and returns logits, float32 [rows, vocab] with rows = BatchShape::logit_rows, in
-  /// chunk order. Throws tritium::Error on a batch validate_batch rejects.
+  /// chunk order. Throws tritium::Error on a batch validate_batch rejects. One call at a time per backend: a
+  /// backend keeps its per-step buffers between calls (the CPU backend's activations, a GPU backend's graphs).
   virtual void forward(std::span<const BatchChunk> batch, KvCache& cache, std::vector<float>& logits) = 0;
   /// Whether forward_sample() is available: the logits stay on the device and are sampled there.
   virtual bool samples_on_device() const { return false; }
