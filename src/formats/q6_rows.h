@@ -15,7 +15,8 @@
 //   bytes 32..47 (high plane): byte j holds bits 4-5 of u[64 b + j], u[64 b + 16 + j], u[64 b + 32 + j],
 //                              u[64 b + 48 + j] in its bits 0-1, 2-3, 4-5, 6-7.
 // The AVX2 kernel (kernels/cpu/q6_gemm_avx2.cpp) rebuilds each group's 32 codes in column order with one mask of
-// the low plane and a per-lane variable shift and mask of the high plane. "scales": fp16 [N, K / 32].
+// the low plane and a per-lane variable shift and mask of the high plane; the AVX-512 kernel (q6_gemm_avx512.cpp)
+// a whole block of 64 the same way with per-half shifts and per-lane rotations. "scales": fp16 [N, K / 32].
 // Size: 6 + 16 / 32 = 6.5 bits per weight. K must be a multiple of 64.
 //
 // Product (kernels/cpu/q6_gemm.h): activations are int8 per token (absmax, as the ternary layers do):
