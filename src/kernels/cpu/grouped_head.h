@@ -24,6 +24,23 @@ std::vector<int32_t> grouped_head_offsets(const int8_t* x, int64_t M, int64_t K,
 using GroupedHeadRows = std::function<void(const int8_t* x, const int32_t* xoff, const float* act_scale, int T,
                                            int64_t r0, int64_t r1, float* y, int64_t ldy)>;
 
+/// The codes' bias as float group sums, the xbias input of grouped_head_avx512::rows (grouped_head_avx512.h):
+/// float [M, Gp], Gp = ceil(K / 256) * 8, for x int8 [M, K]: -bias * (sum of x over group g) at g < K / 32 (exact:
+/// |value| <= 64 * 128 * 32 < 2^24), 0 after. Written into out, which holds M * Gp floats.
+void grouped_head_bias_sums(const int8_t* x, int64_t M, int64_t K, int32_t bias, float* out);
+/// The float count per token of grouped_head_bias_sums for K columns.
+inline int64_t grouped_head_bias_stride(int64_t K) { return (K / 32 + 7) / 8 * 8; }
+
+/// A format's AVX-512 rows (q4_gemm_rows_avx512, q6_gemm_rows_avx512 bound to their weights): rows [r0, r1) of
+/// T <= 8 tokens x int8 [T, K] with their bias sums xbias, into y[t * ldy + n].
+using GroupedHeadRowsAvx512 = std::function<void(const int8_t* x, const float* xbias, const float* act_scale, int T,
+                                                 int64_t r0, int64_t r1, float* y, int64_t ldy)>;
+
+/// y float32 [M, N] through AVX-512 rows: the bias sums of x int8 [M, K], then rows in chunks of 128 spread over
+/// the threads as grouped_head_gemm does, each chunk met by tiles of up to 8 tokens.
+void grouped_head_gemm_avx512(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
+                              int32_t bias, const GroupedHeadRowsAvx512& rows);
+
 /// True when the kernel path (dispatch.h) runs the grouped heads' SIMD rows: AVX2 or above.
 bool grouped_head_simd();
 

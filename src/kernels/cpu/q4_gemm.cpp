@@ -1,5 +1,6 @@
 #include "kernels/cpu/q4_gemm.h"
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/grouped_head.h"
 
 namespace tritium {
@@ -10,8 +11,14 @@ void q4_gemm_ref(const Q4Rows& w, const int8_t* x, const float* act_scale, int64
 }
 
 void q4_gemm(const Q4Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
-  // The AVX2 kernel serves AVX-512 machines too: its tiles of 4 tokens made it faster there than a one-token
-  // AVX-512 VNNI kernel (bench/RESULTS.md, "CPU kernels").
+  if (cpu::has_avx512(cpu::cpu_kernel_path())) {
+    cpu::grouped_head_gemm_avx512(w.n, w.k, x, act_scale, M, y, 8,
+                                  [&](const int8_t* xt, const float* xb, const float* st, int T, int64_t r0,
+                                      int64_t r1, float* yt, int64_t ldy) {
+                                    cpu::q4_gemm_rows_avx512(w, xt, xb, st, T, r0, r1, yt, ldy);
+                                  });
+    return;
+  }
   if (!cpu::grouped_head_simd()) {
     q4_gemm_ref(w, x, act_scale, M, y);
     return;

@@ -1,6 +1,7 @@
-// AVX2 kernel of the q4 head format (src/formats/q4_rows.h), also taken on AVX-512 machines. Decoding of a block
-// of 64 columns: its 32 bytes masked (columns 0..31, the first group) and shifted right by 4 then masked (columns
-// 32..63, the second group): u (1..15) in column order. The products and sums: grouped_head_avx2.h.
+// AVX2 kernel of the q4 head format (src/formats/q4_rows.h); AVX-512 machines run q4_gemm_avx512.cpp.
+// Decoding of a block of 64 columns: its 32 bytes masked (columns 0..31, the first group) and shifted right by 4
+// then masked (columns 32..63, the second group): u (1..15) in column order. The products and sums:
+// grouped_head_avx2.h.
 #include "kernels/cpu/grouped_head_avx2.h"
 #include "kernels/cpu/q4_gemm.h"
 

@@ -24,8 +24,8 @@ namespace cpu {
 /// over group g + i) at i and 4 + i (0 past the row's last group).
 void q6_gemm_rows_avx2(const Q6Rows& w, const int8_t* x, const int32_t* xoff, const float* act_scale, int T,
                        int64_t n0, int64_t n1, float* y, int64_t ldy);
-/// AVX-512 VNNI rows [n0, n1) of T = 1..8 tokens x int8 [T, K] into y[t * ldy + n]. xbias: float [T, Gp] with
-/// Gp = ceil(K / 256) * 8, -32 * (sum of x[t] over group g) at g < K / 32 and 0 after (the codes' bias).
+/// AVX-512 VNNI rows [n0, n1) of T = 1..8 tokens x int8 [T, K] into y[t * ldy + n]; xbias:
+/// cpu::grouped_head_bias_sums(x, T, K, 32) (grouped_head.h).
 void q6_gemm_rows_avx512(const Q6Rows& w, const int8_t* x, const float* xbias, const float* act_scale, int T,
                          int64_t n0, int64_t n1, float* y, int64_t ldy);
 }  // namespace cpu

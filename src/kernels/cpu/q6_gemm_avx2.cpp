@@ -1,8 +1,8 @@
-// AVX2 kernel of the q6 head format (src/formats/q6_rows.h), also taken on AVX-512 machines. Decoding of a block
-// of 64 columns: the 32-byte low plane masked (columns 0..31) and shifted by 4 (columns 32..63); the 16-byte high
-// plane broadcast to both 128-bit lanes and shifted per lane (left by 4 / 2 for columns 0..15 / 16..31, right by
-// 0 / 2 for 32..47 / 48..63) so each field sits in bits 4-5; masked and or-ed: u (0..63) of each group of 32 in
-// column order. The products and sums: grouped_head_avx2.h.
+// AVX2 kernel of the q6 head format (src/formats/q6_rows.h); AVX-512 machines run q6_gemm_avx512.cpp.
+// Decoding of a block of 64 columns: the 32-byte low plane masked (columns 0..31) and shifted by 4 (columns
+// 32..63); the 16-byte high plane broadcast to both 128-bit lanes and shifted per lane (left by 4 / 2 for columns
+// 0..15 / 16..31, right by 0 / 2 for 32..47 / 48..63) so each field sits in bits 4-5; masked and or-ed: u (0..63)
+// of each group of 32 in column order. The products and sums: grouped_head_avx2.h.
 #include "kernels/cpu/grouped_head_avx2.h"
 #include "kernels/cpu/q6_gemm.h"
 
