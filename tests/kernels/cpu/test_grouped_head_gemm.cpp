@@ -1,6 +1,6 @@
 // The grouped head kernels, q4 (kernels/cpu/q4_gemm.h) and q6 (kernels/cpu/q6_gemm.h), one typed suite: the
 // scalar reference against a double-precision product of the dequantized weights, every SIMD path the CPU runs
-// (AVX2: the AVX2 kernel of each format; AVX-512: q6's VNNI kernel, q4's AVX2 kernel) against the reference
+// (AVX2: the AVX2 kernel of each format; AVX-512: the VNNI kernel of each format) against the reference
 // on random shapes (row counts that split unevenly over threads, K with and without whole groups of 4 blocks,
 // 1..9 tokens: tiles of 4 and of 8 with remainders), the extreme codes and activations, and results independent
 // of the thread count.
