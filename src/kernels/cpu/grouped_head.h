@@ -16,8 +16,9 @@ inline int64_t grouped_head_offset_stride(int64_t K) { return (K / 32 + 3) / 4 *
 
 /// The codes' bias (u = q + bias) as activation sums, the xoff input of grouped_head::rows (grouped_head_avx2.h):
 /// int32 [M, ceil(G / 4) * 8] for x int8 [M, K], G = K / 32 groups; for each 4 groups g..g+3, -(bias / 2) * (sum
-/// of x over group g + i) at i and 4 + i, 0 past the last group. bias must be even.
-std::vector<int32_t> grouped_head_offsets(const int8_t* x, int64_t M, int64_t K, int32_t bias);
+/// of x over group g + i) at i and 4 + i, 0 past the last group. bias must be even. Written into off, which holds
+/// M * grouped_head_offset_stride(K) values.
+void grouped_head_offsets(const int8_t* x, int64_t M, int64_t K, int32_t bias, int32_t* off);
 
 /// A format's SIMD rows (q4_gemm_rows_avx2, q6_gemm_rows_avx2 bound to their weights): rows [r0, r1) of T <= 4
 /// tokens x int8 [T, K] with their offsets xoff, into y[t * ldy + n].

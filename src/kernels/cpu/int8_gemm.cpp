@@ -2,11 +2,11 @@
 
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "core/env.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/scratch.h"
 
 namespace tritium {
 
@@ -88,11 +88,13 @@ void gemm_s8s8_s32(const int8_t* x, const int8_t* w, const int32_t* w_row_sum, i
       return;
     case Int8Kernel::kAvx512: {
       TRITIUM_CHECK(w_row_sum != nullptr, "gemm_s8s8_s32: the avx512 kernel needs w_row_sum (int8_row_sums)");
-      // x + 128 as unsigned bytes (xor flips the sign bit), converted once for all output rows.
-      std::vector<uint8_t> xu(static_cast<size_t>(M * K));
+      // x + 128 as unsigned bytes (xor flips the sign bit), converted once for all output rows, into the calling
+      // thread's scratch (no allocation per call once it has grown).
+      thread_local Scratch<uint8_t> xu_scratch;
+      uint8_t* xu = xu_scratch.get(static_cast<size_t>(M * K));
       for (int64_t i = 0; i < M * K; ++i) xu[i] = static_cast<uint8_t>(x[i]) ^ 0x80u;
       parallel_for(N, kGrainN, [&](int64_t n0, int64_t n1) {
-        int8_detail::gemm_avx512(xu.data(), w, w_row_sum, M, N, K, acc, n0, n1);
+        int8_detail::gemm_avx512(xu, w, w_row_sum, M, N, K, acc, n0, n1);
       });
       return;
     }
