@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <vector>
 
 #include "core/dtype.h"
 #include "core/parallel.h"
@@ -37,19 +36,16 @@ inline int64_t grouped_head_bias_stride(int64_t K) { return (K / 32 + 7) / 8 * 8
 using GroupedHeadRowsAvx512 = std::function<void(const int8_t* x, const float* xbias, const float* act_scale, int T,
                                                  int64_t r0, int64_t r1, float* y, int64_t ldy)>;
 
-/// y float32 [M, N] through AVX-512 rows: the bias sums of x int8 [M, K], then rows in chunks of 128 spread over
-/// the threads as grouped_head_gemm does, each chunk met by tiles of up to 8 tokens.
-void grouped_head_gemm_avx512(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
-                              int32_t bias, const GroupedHeadRowsAvx512& rows);
-
 /// True when the kernel path (dispatch.h) runs the grouped heads' SIMD rows: AVX2 or above.
 bool grouped_head_simd();
 
-/// y float32 [M, N] through rows: the offsets of x int8 [M, K] for the codes' bias, then every row of [0, N) meets
-/// every token once, rows in chunks of 128 (a q6 chunk is 312 KB at K = 2560, so it stays in L2 while each tile of
-/// up to 4 tokens passes over it), chunks spread over the threads (core/parallel.h).
+/// y float32 [M, N] through a format's SIMD rows, for a kernel path with grouped_head_simd(): on the avx512 / amx
+/// paths avx512_rows with the bias sums of x int8 [M, K] and tiles of up to 8 tokens, else avx2_rows with the
+/// offsets and tiles of up to 4. Every row of [0, N) meets every token once, rows in chunks of 128 (a q6 chunk is
+/// 266 KB at K = 2560, so it stays in L2 while each tile of tokens passes over it), chunks spread over the threads
+/// (core/parallel.h). The offsets / bias sums live in the calling thread's scratch (no allocation once grown).
 void grouped_head_gemm(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
-                       int32_t bias, const GroupedHeadRows& rows);
+                       int32_t bias, const GroupedHeadRows& avx2_rows, const GroupedHeadRowsAvx512& avx512_rows);
 
 /// The scalar reference of a grouped head product: y[m, n] = act_scale[m] * sum_g f16(scales[n, g]) * (sum_{k in g}
 /// code(row n's codes, k) * x[m, k]), groups of 32, multithreaded over rows.
