@@ -104,6 +104,7 @@ const TernaryIsa& ternary_isa_amx() {
   static const TernaryIsa isa = [] {
     TernaryIsa t = ternary_isa_avx512();
     t.mm_codes = &mm_codes;
+    t.mm_packed = nullptr;  // the tiles load row-major x
     t.max_mb = 16 * kMaxBlocks;
     t.pad_rows = 16;  // 2-15 rows run the AVX-512 register GEMM (rows_i2): at 4 rows the tiles, mostly padding,
                       // gave 132 ms per decode step of the 2B4T shape against its 87 ms (bench/RESULTS.md)

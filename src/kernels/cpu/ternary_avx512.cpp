@@ -20,6 +20,7 @@ inline __m512i bcast4(const int8_t* p) {
 
 inline __m512i dp(__m512i acc, __m512i codes, const int8_t* x) { return _mm512_dpbusd_epi32(acc, codes, bcast4(x)); }
 
+
 // ---- i2 --------------------------------------------------------------------------------------------
 // The GEMV streams the codes once, so it runs at the rate memory delivers them: the hardware prefetcher alone
 // leaves one core waiting on loads (1-thread decode of the 2B4T shape 9.3-10.0 tok/s without, 11.4-11.6 with a
@@ -258,6 +259,114 @@ void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t 
   }
 }
 
+// The same over x packed by k-step (TernaryIsa::mm_packed): a k-step of the 16 rows is one 64-byte line, so the
+// loop keeps one x pointer and one code pointer, and each row's 4 bytes are a broadcast at a constant offset.
+// Sixteen rows, the whole tile in asm: the 16 accumulators in zmm16-31, per k-step one 64-byte code load and
+// sixteen vpdpbusd, each with its row's 4 bytes as an embedded broadcast. With intrinsics GCC 12 gives each
+// vpdpbusd's accumulator a new register and copies it back every iteration, and keeps the accumulator array's
+// memory copy up to date inside the loop (16 register moves and up to 16 stores per 16 multiplies).
+void mm_packed16(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int32_t* out) {
+  const uint8_t* c = codes + s0 * 64;
+  const int8_t* x = xk + s0 * 64;
+  int64_t n = s1 - s0;
+  if (n <= 0) {
+    std::memset(out, 0, 16 * 16 * sizeof(int32_t));
+    return;
+  }
+  asm volatile(
+      "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
+      "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
+      "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
+      "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
+      "vpxord %%zmm20, %%zmm20, %%zmm20\n\t"
+      "vpxord %%zmm21, %%zmm21, %%zmm21\n\t"
+      "vpxord %%zmm22, %%zmm22, %%zmm22\n\t"
+      "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
+      "vpxord %%zmm24, %%zmm24, %%zmm24\n\t"
+      "vpxord %%zmm25, %%zmm25, %%zmm25\n\t"
+      "vpxord %%zmm26, %%zmm26, %%zmm26\n\t"
+      "vpxord %%zmm27, %%zmm27, %%zmm27\n\t"
+      "vpxord %%zmm28, %%zmm28, %%zmm28\n\t"
+      "vpxord %%zmm29, %%zmm29, %%zmm29\n\t"
+      "vpxord %%zmm30, %%zmm30, %%zmm30\n\t"
+      "vpxord %%zmm31, %%zmm31, %%zmm31\n\t"
+      "1:\n\t"
+      "vmovdqa64 (%[c]), %%zmm0\n\t"
+      "vpdpbusd 0(%[x])%{1to16%}, %%zmm0, %%zmm16\n\t"
+      "vpdpbusd 4(%[x])%{1to16%}, %%zmm0, %%zmm17\n\t"
+      "vpdpbusd 8(%[x])%{1to16%}, %%zmm0, %%zmm18\n\t"
+      "vpdpbusd 12(%[x])%{1to16%}, %%zmm0, %%zmm19\n\t"
+      "vpdpbusd 16(%[x])%{1to16%}, %%zmm0, %%zmm20\n\t"
+      "vpdpbusd 20(%[x])%{1to16%}, %%zmm0, %%zmm21\n\t"
+      "vpdpbusd 24(%[x])%{1to16%}, %%zmm0, %%zmm22\n\t"
+      "vpdpbusd 28(%[x])%{1to16%}, %%zmm0, %%zmm23\n\t"
+      "vpdpbusd 32(%[x])%{1to16%}, %%zmm0, %%zmm24\n\t"
+      "vpdpbusd 36(%[x])%{1to16%}, %%zmm0, %%zmm25\n\t"
+      "vpdpbusd 40(%[x])%{1to16%}, %%zmm0, %%zmm26\n\t"
+      "vpdpbusd 44(%[x])%{1to16%}, %%zmm0, %%zmm27\n\t"
+      "vpdpbusd 48(%[x])%{1to16%}, %%zmm0, %%zmm28\n\t"
+      "vpdpbusd 52(%[x])%{1to16%}, %%zmm0, %%zmm29\n\t"
+      "vpdpbusd 56(%[x])%{1to16%}, %%zmm0, %%zmm30\n\t"
+      "vpdpbusd 60(%[x])%{1to16%}, %%zmm0, %%zmm31\n\t"
+      "add $64, %[c]\n\t"
+      "add $64, %[x]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "vmovdqu64 %%zmm16, 0(%[out])\n\t"
+      "vmovdqu64 %%zmm17, 64(%[out])\n\t"
+      "vmovdqu64 %%zmm18, 128(%[out])\n\t"
+      "vmovdqu64 %%zmm19, 192(%[out])\n\t"
+      "vmovdqu64 %%zmm20, 256(%[out])\n\t"
+      "vmovdqu64 %%zmm21, 320(%[out])\n\t"
+      "vmovdqu64 %%zmm22, 384(%[out])\n\t"
+      "vmovdqu64 %%zmm23, 448(%[out])\n\t"
+      "vmovdqu64 %%zmm24, 512(%[out])\n\t"
+      "vmovdqu64 %%zmm25, 576(%[out])\n\t"
+      "vmovdqu64 %%zmm26, 640(%[out])\n\t"
+      "vmovdqu64 %%zmm27, 704(%[out])\n\t"
+      "vmovdqu64 %%zmm28, 768(%[out])\n\t"
+      "vmovdqu64 %%zmm29, 832(%[out])\n\t"
+      "vmovdqu64 %%zmm30, 896(%[out])\n\t"
+      "vmovdqu64 %%zmm31, 960(%[out])\n\t"
+      : [c] "+r"(c), [x] "+r"(x), [n] "+r"(n)
+      : [out] "r"(out)
+      : "cc", "memory", "xmm0", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+}
+
+// Fewer rows (the last block of x): the same sums with intrinsics.
+template <int MB>
+void mm_packed(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int32_t* out) {
+  // Few rows: two accumulators per row over even / odd k-steps hide the vpdpbusd latency.
+  constexpr int kSets = MB <= 4 ? 2 : 1;
+  __m512i acc[kSets][MB];
+  for (int u = 0; u < kSets; ++u)
+    for (int i = 0; i < MB; ++i) acc[u][i] = _mm512_setzero_si512();
+  for (int64_t s = s0; s < s1; s += kSets) {
+    for (int u = 0; u < kSets && s + u < s1; ++u) {
+      const __m512i wv = _mm512_load_si512(codes + (s + u) * 64);
+      for (int i = 0; i < MB; ++i) acc[u][i] = dp(acc[u][i], wv, xk + (s + u) * 64 + 4 * i);
+    }
+  }
+  for (int i = 0; i < MB; ++i) {
+    __m512i a = acc[0][i];
+    if constexpr (kSets == 2) a = _mm512_add_epi32(a, acc[1][i]);
+    _mm512_storeu_si512(out + 16 * i, a);
+  }
+}
+
+void mm_packed_rows(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int mb, int32_t* out) {
+  switch (mb) {
+#define TRITIUM_MM_CASE(n) \
+  case n: return mm_packed<n>(codes, s0, s1, xk, out);
+    TRITIUM_MM_CASE(1) TRITIUM_MM_CASE(2) TRITIUM_MM_CASE(3) TRITIUM_MM_CASE(4) TRITIUM_MM_CASE(5)
+    TRITIUM_MM_CASE(6) TRITIUM_MM_CASE(7) TRITIUM_MM_CASE(8) TRITIUM_MM_CASE(9) TRITIUM_MM_CASE(10)
+    TRITIUM_MM_CASE(11) TRITIUM_MM_CASE(12) TRITIUM_MM_CASE(13) TRITIUM_MM_CASE(14) TRITIUM_MM_CASE(15)
+    case 16: return mm_packed16(codes, s0, s1, xk, out);
+#undef TRITIUM_MM_CASE
+    default: break;
+  }
+}
+
 void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb, int32_t* out) {
   switch (mb) {
 #define TRITIUM_MM_CASE(n) \
@@ -275,7 +384,7 @@ void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, in
 
 const TernaryIsa& ternary_isa_avx512() {
   static const TernaryIsa isa{&gemv_i2,   &gemv_tq1, &gemv_bitcos, &decode_i2, &decode_tq1,
-                               &decode_bitcos, &mm_codes, 16,     &rows_i2,     15};
+                               &decode_bitcos, &mm_codes, 16, &mm_packed_rows, &rows_i2, 15};
   return isa;
 }
 

@@ -53,6 +53,27 @@ PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_
   return p;
 }
 
+// The rows of xp [M, kp] in the order of TernaryIsa::mm_packed: block b of mb rows is [kp / 4][mb][4] bytes at
+// xk + b * mb * kp (the offset of its first row in xp), row i's k-step s at 4 * (s * mb + i). The rows past M in
+// the last block are not written (the microkernel does not read them). The calling thread's scratch, valid
+// until its next call.
+const int8_t* pack_x_blocks(const int8_t* xp, int64_t M, int64_t kp, int mb) {
+  thread_local Scratch<int8_t> buf;
+  const int64_t blocks = (M + mb - 1) / mb, steps = kp / 4;
+  int8_t* xk = buf.get(static_cast<size_t>(blocks * mb * kp));
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int8_t* dst = xk + b * mb * kp;
+      const int64_t rows = std::min<int64_t>(mb, M - b * mb);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int8_t* src = xp + (b * mb + i) * kp;
+        for (int64_t s = 0; s < steps; ++s) std::memcpy(dst + 4 * (s * mb + i), src + 4 * s, 4);
+      }
+    }
+  });
+  return xk;
+}
+
 const detail::TernaryIsa& isa_for(KernelPath path) {
   switch (path) {
     case KernelPath::kAmx: return detail::ternary_isa_amx();
@@ -110,6 +131,7 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
     });
     return;
   }
+  const int8_t* xk = isa.mm_packed ? pack_x_blocks(px.xp, M, kp, isa.max_mb) : nullptr;
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
     uint8_t* codes = code_buffer(kp);
     thread_local Scratch<int32_t> out_buf;
@@ -118,7 +140,8 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
       isa.decode_tile(w, t, codes);
       for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
         const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
-        isa.mm_codes(codes, 0, kp / 4, px.xp + m0 * kp, kp, mb, out);
+        if (xk) isa.mm_packed(codes, 0, kp / 4, xk + m0 * kp, mb, out);
+        else isa.mm_codes(codes, 0, kp / 4, px.xp + m0 * kp, kp, mb, out);
         for (int i = 0; i < mb; ++i) store(t, m0 + i, out + 16 * i);
       }
     }
@@ -159,6 +182,7 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     });
     return;
   }
+  const int8_t* xk = isa.mm_packed ? pack_x_blocks(px.xp, M, kp, isa.max_mb) : nullptr;
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
     uint8_t* codes = code_buffer(kp);
     thread_local Scratch<int32_t> out_buf;
@@ -171,7 +195,8 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
         const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
         std::fill(s, s + 16 * isa.max_mb, 0.0f);
         for (int64_t g = 0; g < G; ++g) {
-          isa.mm_codes(codes, g * 32, (g + 1) * 32, px.xp + m0 * kp, kp, mb, out);
+          if (xk) isa.mm_packed(codes, g * 32, (g + 1) * 32, xk + m0 * kp, mb, out);
+          else isa.mm_codes(codes, g * 32, (g + 1) * 32, px.xp + m0 * kp, kp, mb, out);
           for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out + 16 * i, s + 16 * i);
         }
         for (int i = 0; i < mb; ++i) finish(t, m0 + i, s + 16 * i);

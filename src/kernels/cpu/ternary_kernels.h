@@ -62,6 +62,10 @@ struct TernaryIsa {
   void (*mm_codes)(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb,
                    int32_t* out);
   int max_mb;
+  /// The same microkernel over rows of x packed by pack_x_blocks: row i's k-step s at xk + 4 * (s * max_mb + i),
+  /// so that one pointer walks a block's k-steps in 4 * max_mb-byte lines (the row-major layout keeps max_mb
+  /// strided streams and one address register per row). Null where the ISA takes the row-major layout only.
+  void (*mm_packed)(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int mb, int32_t* out) = nullptr;
   /// Few-row GEMM straight from the i2 codes of tile t (no decoded tile): out[i * 16 + r] for rows
   /// x_i = xp + i * ldx, i < mb, 2 <= mb <= max_rows_i2. Null (max_rows_i2 0) where the ISA has none.
   void (*rows_i2)(const TernaryView& w, int64_t t, const int8_t* xp, int64_t ldx, int mb, int32_t* out) = nullptr;
