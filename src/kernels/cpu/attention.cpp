@@ -36,7 +36,9 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
   const int group = H / KVH;
   const int64_t qstride = static_cast<int64_t>(H) * D, kvstride = static_cast<int64_t>(KVH) * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const bool avx2 = cpu_kernel_path() != KernelPath::kRef && D % 8 == 0;
+  const KernelPath path = cpu_kernel_path();
+  const bool avx2 = path != KernelPath::kRef && D % 8 == 0;
+  const auto rows = has_avx512(path) ? &detail::attention_rows_avx512 : &detail::attention_rows_avx2;
   if (avx2) {
     // The query heads of one KV head at one token together (same K, V and positions), up to
     // kAttentionMaxRows at a time; each row's result is the one-row kernel's.
@@ -57,8 +59,7 @@ void attention_causal(const float* q, const float* k, const float* v, float* out
           os[j] = out + t * qstride + static_cast<int64_t>(h0 + j) * D;
         }
         const int64_t kvoff = static_cast<int64_t>(g) * D;
-        detail::attention_rows_avx2(J, qs, os, scores, ld, k + kvoff, v + kvoff, start_pos + t + 1, kvstride,
-                                    D, scale);
+        rows(J, qs, os, scores, ld, k + kvoff, v + kvoff, start_pos + t + 1, kvstride, D, scale);
       }
     });
     return;

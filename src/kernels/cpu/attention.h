@@ -20,10 +20,13 @@ void attention_row_ref(const float* q, const float* k, const float* v, float* ou
 void attention_row_avx2(const float* q, const float* k, const float* v, float* out, float* scores, int64_t n,
                         int64_t kv_stride, int D, float scale);
 /// Up to kMaxRows query rows q[j] (j < J) over the same n positions of one KV head, out[j] each bit for bit
-/// attention_row_avx2's result; scores: scratch [J][ld], ld >= n.
+/// attention_row_avx2's result; scores: scratch [J][ld], ld >= n. D a multiple of 8. The avx512 variant (AVX-512VL
+/// CPUs) keeps more chains in registers, with the same bits (attention_rows.h).
 inline constexpr int kAttentionMaxRows = 8;
 void attention_rows_avx2(int J, const float* const* q, float* const* out, float* scores, int64_t ld, const float* k,
                          const float* v, int64_t n, int64_t kv_stride, int D, float scale);
+void attention_rows_avx512(int J, const float* const* q, float* const* out, float* scores, int64_t ld,
+                           const float* k, const float* v, int64_t n, int64_t kv_stride, int D, float scale);
 }  // namespace detail
 
 }  // namespace tritium::cpu

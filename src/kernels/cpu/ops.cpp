@@ -14,14 +14,20 @@ namespace tritium::cpu {
 void quantize_row_absmax_i8_avx512(const float* xr, int64_t K, int8_t* qr, float* inv_scale);
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t M, int64_t D, float eps) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * D;
-    float* yr = y + m * D;
-    double ss = 0.0;
-    for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
-    for (int64_t d = 0; d < D; ++d) yr[d] = weight[d] * (xr[d] * inv);
-  }
+  auto rows = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* xr = x + m * D;
+      float* yr = y + m * D;
+      double ss = 0.0;
+      for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
+      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
+      for (int64_t d = 0; d < D; ++d) yr[d] = weight[d] * (xr[d] * inv);
+    }
+  };
+  // Prefill rows over the threads (each row's sum keeps its order: the same bits); a decode step's few rows are
+  // cheaper than waking the pool.
+  if (M >= 16) parallel_for(M, 4, rows);
+  else rows(0, M);
 }
 
 void rope_apply(float* x, int n_heads, int head_dim, const float* cos, const float* sin) {

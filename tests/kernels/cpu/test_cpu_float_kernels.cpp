@@ -75,28 +75,42 @@ TEST(CpuFloatKernels, AttentionMatchesDoubleReferenceAndChunking) {
   for (size_t i = 0; i < part.size(); ++i) ASSERT_EQ(part[i], full[static_cast<size_t>(33) * H * D + i]);
 }
 
-// attention_causal takes the query heads of a KV head together (attention_rows_avx2); every output row is bit
-// for bit the one-row kernel's, for group sizes 1 to 12 (12: two calls of 8 and 4 rows) and a chunk with history.
+// attention_causal takes the query heads of a KV head together (attention_rows.h: attention_rows_avx2, and
+// attention_rows_avx512 on AVX-512 paths, several positions and dimension chunks per pass); every output row is bit
+// for bit the one-row kernel's, on both paths, for group sizes 1 to 12 (12: two calls of 8 and 4 rows), head sizes
+// whose chunk count leaves a remainder (72: 9 chunks), position counts leaving every remainder of the position
+// blocks, and a chunk with history.
 TEST(CpuFloatKernels, AttentionHeadGroupsMatchTheOneRowKernelBitForBit) {
   if (!cpu::kernel_path_supported(cpu::KernelPath::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const int D = 64, ctx = 37;
-  for (auto [H, KVH] : std::vector<std::pair<int, int>>{{2, 2}, {6, 2}, {20, 5}, {12, 1}, {14, 2}}) {
-    auto q = randn(static_cast<size_t>(ctx) * H * D, 7), k = randn(static_cast<size_t>(ctx) * KVH * D, 8),
-         v = randn(static_cast<size_t>(ctx) * KVH * D, 9);
-    const int64_t start = 29, T = ctx - start;
-    std::vector<float> got(static_cast<size_t>(T) * H * D), scores(ctx);
-    cpu::attention_causal(q.data() + static_cast<size_t>(start) * H * D, k.data(), v.data(), got.data(), T, start, H,
-                          KVH, D);
-    std::vector<float> want(static_cast<size_t>(D));
-    for (int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < H; ++h) {
-        const int64_t kvoff = static_cast<int64_t>(h / (H / KVH)) * D;
-        cpu::detail::attention_row_avx2(q.data() + ((start + t) * H + h) * D, k.data() + kvoff, v.data() + kvoff,
-                                        want.data(), scores.data(), start + t + 1, static_cast<int64_t>(KVH) * D, D,
-                                        1.0f / std::sqrt(static_cast<float>(D)));
-        for (int d = 0; d < D; ++d)
-          ASSERT_EQ(got[(t * H + h) * D + d], want[d]) << "H " << H << " KVH " << KVH << " t " << t << " h " << h;
+  struct ResetPath {
+    ~ResetPath() { cpu::reset_cpu_kernel_path(); }
+  } reset;
+  for (cpu::KernelPath path : {cpu::KernelPath::kAvx2, cpu::KernelPath::kAvx512}) {
+    if (!cpu::kernel_path_supported(path)) continue;
+    cpu::set_cpu_kernel_path(path);
+    for (const int D : {64, 72, 128}) {
+      const int ctx = D == 72 ? 70 : 37;
+      for (auto [H, KVH] : std::vector<std::pair<int, int>>{{2, 2}, {6, 2}, {20, 5}, {12, 1}, {14, 2}}) {
+        auto q = randn(static_cast<size_t>(ctx) * H * D, 7), k = randn(static_cast<size_t>(ctx) * KVH * D, 8),
+             v = randn(static_cast<size_t>(ctx) * KVH * D, 9);
+        const int64_t start = 29, T = ctx - start;
+        std::vector<float> got(static_cast<size_t>(T) * H * D), scores(ctx);
+        cpu::attention_causal(q.data() + static_cast<size_t>(start) * H * D, k.data(), v.data(), got.data(), T,
+                              start, H, KVH, D);
+        std::vector<float> want(static_cast<size_t>(D));
+        for (int64_t t = 0; t < T; ++t)
+          for (int h = 0; h < H; ++h) {
+            const int64_t kvoff = static_cast<int64_t>(h / (H / KVH)) * D;
+            cpu::detail::attention_row_avx2(q.data() + ((start + t) * H + h) * D, k.data() + kvoff, v.data() + kvoff,
+                                            want.data(), scores.data(), start + t + 1,
+                                            static_cast<int64_t>(KVH) * D, D, 1.0f / std::sqrt(static_cast<float>(D)));
+            for (int d = 0; d < D; ++d)
+              ASSERT_EQ(got[(t * H + h) * D + d], want[d])
+                  << cpu::kernel_path_name(path) << " D " << D << " H " << H << " KVH " << KVH << " t " << t << " h "
+                  << h << " d " << d;
+          }
       }
+    }
   }
 }
 
