@@ -42,6 +42,9 @@ void gemm_avx2(const int8_t* x, const int8_t* w, int64_t M, int64_t N, int64_t K
       const int8_t* xr = x + m * K;
       __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
       for (int64_t k = 0; k < K32; k += 32) {
+        // The next tile's rows into L2, 128 bytes per 128 consumed (as the AVX-512 kernel: int8_gemm_avx512.cpp).
+        _mm_prefetch(reinterpret_cast<const char*>(w0 + 4 * K + 4 * k), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(w0 + 4 * K + 4 * k + 64), _MM_HINT_T1);
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + k));
         const __m256i ax = _mm256_abs_epi8(xv);
         a0 = _mm256_add_epi32(a0, dot32(ax, xv, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + k)), ones));
