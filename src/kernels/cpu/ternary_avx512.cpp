@@ -239,8 +239,10 @@ void decode_bitcos(const TernaryView& w, int64_t t, uint8_t* out) {
 }
 
 // ---- GEMM microkernel: MB rows of x against one decoded tile -----------------------------------------
+// Row i's k-step s at xp + i * ldx + s * step: row-major x (ldx, 4) or x packed by k-step (4, 64). The k-step
+// ranges are whole groups of 32 (an even count).
 template <int MB>
-void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int32_t* out) {
+void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int64_t step, int32_t* out) {
   // Few rows: two accumulator sets over even / odd k-steps hide the vpdpbusd latency.
   constexpr int kSets = MB <= 4 ? 2 : 1;
   __m512i acc[kSets][MB];
@@ -249,7 +251,7 @@ void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t 
   for (int64_t s = s0; s < s1; s += kSets) {
     for (int u = 0; u < kSets; ++u) {
       const __m512i wv = _mm512_load_si512(codes + (s + u) * 64);
-      for (int i = 0; i < MB; ++i) acc[u][i] = dp(acc[u][i], wv, xp + i * ldx + 4 * (s + u));
+      for (int i = 0; i < MB; ++i) acc[u][i] = dp(acc[u][i], wv, xp + i * ldx + (s + u) * step);
     }
   }
   for (int i = 0; i < MB; ++i) {
@@ -259,9 +261,9 @@ void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t 
   }
 }
 
-// The same over x packed by k-step (TernaryIsa::mm_packed): a k-step of the 16 rows is one 64-byte line, so the
-// loop keeps one x pointer and one code pointer, and each row's 4 bytes are a broadcast at a constant offset.
-// Sixteen rows, the whole tile in asm: the 16 accumulators in zmm16-31, per k-step one 64-byte code load and
+// Sixteen rows of x packed by k-step (TernaryIsa::mm_packed: a k-step of the 16 rows is one 64-byte line, so the
+// loop keeps one x pointer and one code pointer, and each row's 4 bytes are a broadcast at a constant offset),
+// the whole tile in asm: the 16 accumulators in zmm16-31, per k-step one 64-byte code load and
 // sixteen vpdpbusd, each with its row's 4 bytes as an embedded broadcast. With intrinsics GCC 12 gives each
 // vpdpbusd's accumulator a new register and copies it back every iteration, and keeps the accumulator array's
 // memory copy up to date inside the loop (16 register moves and up to 16 stores per 16 multiplies).
@@ -333,31 +335,10 @@ void mm_packed16(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk,
       : "cc", "memory", "xmm0", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
 }
 
-// Fewer rows (the last block of x): the same sums with intrinsics.
-template <int MB>
-void mm_packed(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int32_t* out) {
-  // Few rows: two accumulators per row over even / odd k-steps hide the vpdpbusd latency.
-  constexpr int kSets = MB <= 4 ? 2 : 1;
-  __m512i acc[kSets][MB];
-  for (int u = 0; u < kSets; ++u)
-    for (int i = 0; i < MB; ++i) acc[u][i] = _mm512_setzero_si512();
-  for (int64_t s = s0; s < s1; s += kSets) {
-    for (int u = 0; u < kSets && s + u < s1; ++u) {
-      const __m512i wv = _mm512_load_si512(codes + (s + u) * 64);
-      for (int i = 0; i < MB; ++i) acc[u][i] = dp(acc[u][i], wv, xk + (s + u) * 64 + 4 * i);
-    }
-  }
-  for (int i = 0; i < MB; ++i) {
-    __m512i a = acc[0][i];
-    if constexpr (kSets == 2) a = _mm512_add_epi32(a, acc[1][i]);
-    _mm512_storeu_si512(out + 16 * i, a);
-  }
-}
-
 void mm_packed_rows(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xk, int mb, int32_t* out) {
   switch (mb) {
 #define TRITIUM_MM_CASE(n) \
-  case n: return mm_packed<n>(codes, s0, s1, xk, out);
+  case n: return mm<n>(codes, s0, s1, xk, 4, 64, out);
     TRITIUM_MM_CASE(1) TRITIUM_MM_CASE(2) TRITIUM_MM_CASE(3) TRITIUM_MM_CASE(4) TRITIUM_MM_CASE(5)
     TRITIUM_MM_CASE(6) TRITIUM_MM_CASE(7) TRITIUM_MM_CASE(8) TRITIUM_MM_CASE(9) TRITIUM_MM_CASE(10)
     TRITIUM_MM_CASE(11) TRITIUM_MM_CASE(12) TRITIUM_MM_CASE(13) TRITIUM_MM_CASE(14) TRITIUM_MM_CASE(15)
@@ -370,7 +351,7 @@ void mm_packed_rows(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* 
 void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb, int32_t* out) {
   switch (mb) {
 #define TRITIUM_MM_CASE(n) \
-  case n: return mm<n>(codes, s0, s1, xp, ldx, out);
+  case n: return mm<n>(codes, s0, s1, xp, ldx, 4, out);
     TRITIUM_MM_CASE(1) TRITIUM_MM_CASE(2) TRITIUM_MM_CASE(3) TRITIUM_MM_CASE(4) TRITIUM_MM_CASE(5)
     TRITIUM_MM_CASE(6) TRITIUM_MM_CASE(7) TRITIUM_MM_CASE(8) TRITIUM_MM_CASE(9) TRITIUM_MM_CASE(10)
     TRITIUM_MM_CASE(11) TRITIUM_MM_CASE(12) TRITIUM_MM_CASE(13) TRITIUM_MM_CASE(14) TRITIUM_MM_CASE(15)
