@@ -172,17 +172,23 @@ Frag NfaBuilder::alt(const std::vector<Frag>& alts) {
 
 Frag NfaBuilder::repeat(const std::function<Frag()>& make, int min, int max) {
   std::vector<Frag> parts;
-  for (int i = 0; i < min; ++i) {
+  // An unbounded repeat loops on its last copy (x{m,} = x^(m-1) x+, x+ one copy whose exit leads back to its
+  // entry), so x+ costs one copy, not two: nested loops such as ((x*)+)+ stay linear in size instead of doubling
+  // per level.
+  const int plain = max < 0 && min > 0 ? min - 1 : min;
+  for (int i = 0; i < plain; ++i) {
     parts.push_back(make());
     if (parts.back().never) return never();
   }
   if (max < 0) {
     Frag body = make();
-    if (!body.never) {
+    if (body.never) {
+      if (min > 0) return never();
+    } else {
       const int32_t hub = add();
       eps(hub, body.in);
       eps(body.out, hub);
-      parts.push_back(Frag{hub, hub, false});
+      parts.push_back(min > 0 ? Frag{body.in, hub, false} : Frag{hub, hub, false});
     }
   } else {
     // Optional copies nested: (x(x(x)?)?)? so that each copy needs the previous one.

@@ -64,7 +64,8 @@ class NfaBuilder {
   Frag codepoints(const CodepointRanges& ranges);
   Frag seq(const std::vector<Frag>& parts);
   Frag alt(const std::vector<Frag>& alts);
-  /// make() called once per copy: min copies, then (max - min) optional ones, or a loop when max < 0.
+  /// make() called once per copy: min copies, then (max - min) optional ones; when max < 0, max(min, 1) copies, the
+  /// last one looping.
   Frag repeat(const std::function<Frag()>& make, int min, int max);
   /// An epsilon edge from `from`'s exit to `to`'s entry (for automata wired by hand).
   void connect(const Frag& from, const Frag& to) { eps(from.out, to.in); }

@@ -88,6 +88,30 @@ TEST(GrammarRegex, AutomatonBudgetBoundsHostilePatterns) {
   EXPECT_THROW(compile_regex(std::string(20000, '(') + "a" + std::string(20000, ')')), GrammarError);
 }
 
+TEST(GrammarRegex, NestedLoopsStayLinear) {
+  // A fuzzer input (fuzz_openai_request, guided_regex): each '+' on a loop used to copy the loop twice, 2^14
+  // copies here, and the first token mask over the vocabulary took over 13 s under the sanitizers. x+ is now one
+  // copy whose exit leads back to its entry.
+  const std::string hostile = "(?:[a-f0]{2}d){1,3}\\d+|[^x-z]*" + std::string(14, '+');
+  const Nfa nfa = compile_regex(hostile);
+  EXPECT_LT(nfa.states.size(), 400u);
+  EXPECT_TRUE(matches(compile_regex(hostile), "abc"));
+  EXPECT_TRUE(matches(compile_regex(hostile), "a0da0d7"));
+  EXPECT_FALSE(matches(compile_regex(hostile), "ax"));
+  // The language of every loop form is unchanged.
+  for (const char* p : {"a+", "(?:a+)+", "(?:a*)+", "(?:a+)*", "a{2,}", "(?:ab){3,}", "(?:a?)+"}) {
+    const std::string_view pat = p;
+    const int least = pat == "a{2,}" ? 2 : pat == "(?:ab){3,}" ? 3 : pat == "a+" || pat == "(?:a+)+" ? 1 : 0;
+    const std::string unit = pat == "(?:ab){3,}" ? "ab" : "a";
+    for (int k = 0; k <= 6; ++k) {
+      std::string str;
+      for (int i = 0; i < k; ++i) str += unit;
+      EXPECT_EQ(matches(compile_regex(p), str), k >= least) << p << " x" << k;
+    }
+    EXPECT_FALSE(matches(compile_regex(p), "b")) << p;
+  }
+}
+
 TEST(GrammarJsonSchema, AcceptsValidAndRejectsInvalid) {
   const json s = json::parse(R"({
     "type": "object",
