@@ -51,25 +51,35 @@ bool grouped_head_simd() {
   return path == KernelPath::kAvx2 || has_avx512(path);
 }
 
+namespace {
+
+// The per-token activation terms of x (fill writes M * stride of them into the calling thread's scratch), then
+// rows(m, token m's terms, T, r0, r1) over every chunk and tile of walk_tiles.
+template <class Term, class Fill, class Rows>
+void walk_with_terms(int64_t N, int64_t M, int64_t stride, int64_t tile, Fill fill, Rows rows) {
+  thread_local Scratch<Term> scratch;
+  Term* terms = scratch.get(static_cast<size_t>(M * stride));
+  fill(terms);
+  walk_tiles(N, M, tile, [&](int64_t m, int T, int64_t r0, int64_t r1) { rows(m, terms + m * stride, T, r0, r1); });
+}
+
+}  // namespace
+
 void grouped_head_gemm(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
                        int32_t bias, const GroupedHeadRows& avx2_rows, const GroupedHeadRowsAvx512& avx512_rows) {
   if (has_avx512(cpu_kernel_path())) {
-    const int64_t stride = grouped_head_bias_stride(K);
-    thread_local Scratch<float> bias_scratch;
-    float* xbias = bias_scratch.get(static_cast<size_t>(M * stride));
-    grouped_head_bias_sums(x, M, K, bias, xbias);
-    walk_tiles(N, M, 8, [&](int64_t m, int T, int64_t r0, int64_t r1) {
-      avx512_rows(x + m * K, xbias + m * stride, act_scale + m, T, r0, r1, y + m * N, N);
-    });
+    walk_with_terms<float>(
+        N, M, grouped_head_bias_stride(K), 8, [&](float* t) { grouped_head_bias_sums(x, M, K, bias, t); },
+        [&](int64_t m, const float* xbias, int T, int64_t r0, int64_t r1) {
+          avx512_rows(x + m * K, xbias, act_scale + m, T, r0, r1, y + m * N, N);
+        });
     return;
   }
-  const int64_t stride = grouped_head_offset_stride(K);
-  thread_local Scratch<int32_t> off_scratch;
-  int32_t* off = off_scratch.get(static_cast<size_t>(M * stride));
-  grouped_head_offsets(x, M, K, bias, off);
-  walk_tiles(N, M, 4, [&](int64_t m, int T, int64_t r0, int64_t r1) {
-    avx2_rows(x + m * K, off + m * stride, act_scale + m, T, r0, r1, y + m * N, N);
-  });
+  walk_with_terms<int32_t>(
+      N, M, grouped_head_offset_stride(K), 4, [&](int32_t* t) { grouped_head_offsets(x, M, K, bias, t); },
+      [&](int64_t m, const int32_t* xoff, int T, int64_t r0, int64_t r1) {
+        avx2_rows(x + m * K, xoff, act_scale + m, T, r0, r1, y + m * N, N);
+      });
 }
 
 }  // namespace tritium::cpu

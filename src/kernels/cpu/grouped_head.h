@@ -47,6 +47,24 @@ bool grouped_head_simd();
 void grouped_head_gemm(int64_t N, int64_t K, const int8_t* x, const float* act_scale, int64_t M, float* y,
                        int32_t bias, const GroupedHeadRows& avx2_rows, const GroupedHeadRowsAvx512& avx512_rows);
 
+/// A grouped-head format's whole product y float32 [M, N] = x int8 [M, K] against w (w.n rows of w.k columns):
+/// ref(w, x, act_scale, M, y) where the kernel path has no SIMD rows, else grouped_head_gemm over the format's rows
+/// avx2(w, ...) and avx512(w, ...) (the signatures of GroupedHeadRows / GroupedHeadRowsAvx512 after the weights).
+template <class W, class Ref, class Avx2, class Avx512>
+void grouped_head_product(const W& w, const int8_t* x, const float* act_scale, int64_t M, float* y, int32_t bias,
+                          Ref ref, Avx2 avx2, Avx512 avx512) {
+  if (!grouped_head_simd()) {
+    ref(w, x, act_scale, M, y);
+    return;
+  }
+  grouped_head_gemm(
+      w.n, w.k, x, act_scale, M, y, bias,
+      [&](const int8_t* xt, const int32_t* xoff, const float* st, int T, int64_t r0, int64_t r1, float* yt,
+          int64_t ldy) { avx2(w, xt, xoff, st, T, r0, r1, yt, ldy); },
+      [&](const int8_t* xt, const float* xbias, const float* st, int T, int64_t r0, int64_t r1, float* yt,
+          int64_t ldy) { avx512(w, xt, xbias, st, T, r0, r1, yt, ldy); });
+}
+
 /// The scalar reference of a grouped head product: y[m, n] = act_scale[m] * sum_g f16(scales[n, g]) * (sum_{k in g}
 /// code(row n's codes, k) * x[m, k]), groups of 32, multithreaded over rows.
 template <class Code>

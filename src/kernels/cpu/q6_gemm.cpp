@@ -10,16 +10,8 @@ void q6_gemm_ref(const Q6Rows& w, const int8_t* x, const float* act_scale, int64
 }
 
 void q6_gemm(const Q6Rows& w, const int8_t* x, const float* act_scale, int64_t M, float* y) {
-  if (!cpu::grouped_head_simd()) {
-    q6_gemm_ref(w, x, act_scale, M, y);
-    return;
-  }
-  cpu::grouped_head_gemm(
-      w.n, w.k, x, act_scale, M, y, 32,
-      [&](const int8_t* xt, const int32_t* xoff, const float* st, int T, int64_t r0, int64_t r1, float* yt,
-          int64_t ldy) { cpu::q6_gemm_rows_avx2(w, xt, xoff, st, T, r0, r1, yt, ldy); },
-      [&](const int8_t* xt, const float* xbias, const float* st, int T, int64_t r0, int64_t r1, float* yt,
-          int64_t ldy) { cpu::q6_gemm_rows_avx512(w, xt, xbias, st, T, r0, r1, yt, ldy); });
+  cpu::grouped_head_product(w, x, act_scale, M, y, 32, &q6_gemm_ref, &cpu::q6_gemm_rows_avx2,
+                            &cpu::q6_gemm_rows_avx512);
 }
 
 }  // namespace tritium
