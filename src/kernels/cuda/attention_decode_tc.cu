@@ -166,6 +166,7 @@ __global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
 #pragma unroll
     for (int i = 0; i < NP; ++i) kcs[i] = cb[lane * NP + i], ksn[i] = sb[lane * NP + i];
   }
+  pdl_trigger();
   pdl_wait();
   // Copies the K and V rows of the tile at tb into buffer b (one commit group); rows past the tile's end are zeroed
   // (a zero weight times stale shared memory could be NaN). The fused kernel's new position is not copied: place_new
@@ -433,9 +434,6 @@ __global__ void __launch_bounds__(32 * kGqaTcMaxWarps) attention_gqa_tc_kernel(
     if (g == 0 && w0) p0[D] = m0, p0[D + 1] = l0;
     if (g == 0 && w1) p1[D] = m1, p1[D + 1] = l1;
   }
-  // The next kernel may launch now that the tiles are done, not at entry: its blocks would otherwise wait on SMs
-  // that this kernel's later blocks need (batched decode runs more blocks than fit at once).
-  pdl_trigger();
   const int64_t ck = static_cast<int64_t>(blockIdx.x) * KVH + kvh;
   if (nblk == 1 && W > 1) {
     __syncthreads();
