@@ -13,27 +13,29 @@
 namespace tritium::cpu {
 namespace {
 
-// x [M, K] copied into xp [M, kp] with zero padding, per-group sums sumx [M, G] of x and their totals
-// row_sum [M] (the code-sum correction of a whole row). Rows are split over the threads at prefill sizes.
-// The pointers are the calling thread's scratch, valid until its next pad_activations.
+// x [M, K] copied into xp [M, kp] with zero padding (unless copy is false: then xp is null), per-group sums
+// sumx [M, G] of x and their totals row_sum [M] (the code-sum correction of a whole row). Rows are split over the
+// threads at prefill sizes. The pointers are the calling thread's scratch, valid until its next pad_activations.
 struct PaddedX {
   int8_t* xp;
   int32_t *sumx, *row_sum;
 };
 
-PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_t pad_rows = 1) {
+PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_t pad_rows = 1, bool copy = true) {
   const int64_t K = w.k, kp = w.kp, G = w.groups();
   const int64_t Mp = (M + pad_rows - 1) / pad_rows * pad_rows;  // rows the microkernel may read
   thread_local Scratch<int8_t> xp_buf;
   thread_local Scratch<int32_t> sumx_buf, row_sum_buf;
-  PaddedX p{xp_buf.get(static_cast<size_t>(Mp * kp + 64)),  // +64: slack for vector broadcasts
+  PaddedX p{copy ? xp_buf.get(static_cast<size_t>(Mp * kp + 64)) : nullptr,  // +64: slack for vector broadcasts
             sumx_buf.get(static_cast<size_t>(M * G)), row_sum_buf.get(static_cast<size_t>(M))};
-  std::memset(p.xp + M * kp, 0, static_cast<size_t>((Mp - M) * kp + 64));
+  if (copy) std::memset(p.xp + M * kp, 0, static_cast<size_t>((Mp - M) * kp + 64));
   auto rows = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const int8_t* xr = x + m * K;
-      std::memcpy(p.xp + m * kp, xr, static_cast<size_t>(K));
-      std::memset(p.xp + m * kp + K, 0, static_cast<size_t>(kp - K));
+      if (copy) {
+        std::memcpy(p.xp + m * kp, xr, static_cast<size_t>(K));
+        std::memset(p.xp + m * kp + K, 0, static_cast<size_t>(kp - K));
+      }
       int32_t total = 0;
       for (int64_t g = 0; g < G; ++g) {
         const int64_t k0 = g * kTernaryGroupK, k1 = std::min(K, k0 + kTernaryGroupK);
@@ -53,21 +55,24 @@ PaddedX pad_activations(const TernaryView& w, const int8_t* x, int64_t M, int64_
   return p;
 }
 
-// The rows of xp [M, kp] in the order of TernaryIsa::mm_packed: block b of mb rows is [kp / 4][mb][4] bytes at
-// xk + b * mb * kp (the offset of its first row in xp), row i's k-step s at 4 * (s * mb + i). The rows past M in
-// the last block are not written (the microkernel does not read them). The calling thread's scratch, valid
-// until its next call.
-const int8_t* pack_x_blocks(const int8_t* xp, int64_t M, int64_t kp, int mb) {
+// x [M, K] in the order of TernaryIsa::mm_packed, zero-padded to kp: block b of mb rows is [kp / 4][mb][4] bytes
+// at xk + b * mb * kp, row i's k-step s at 4 * (s * mb + i). The rows past M in the last block are not written (the
+// microkernel does not read them). The calling thread's scratch, valid until its next call.
+const int8_t* pack_x_blocks(const int8_t* x, int64_t M, int64_t K, int64_t kp, int mb) {
   thread_local Scratch<int8_t> buf;
-  const int64_t blocks = (M + mb - 1) / mb, steps = kp / 4;
+  const int64_t blocks = (M + mb - 1) / mb, steps = kp / 4, full = K / 4;
   int8_t* xk = buf.get(static_cast<size_t>(blocks * mb * kp));
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       int8_t* dst = xk + b * mb * kp;
       const int64_t rows = std::min<int64_t>(mb, M - b * mb);
       for (int64_t i = 0; i < rows; ++i) {
-        const int8_t* src = xp + (b * mb + i) * kp;
-        for (int64_t s = 0; s < steps; ++s) std::memcpy(dst + 4 * (s * mb + i), src + 4 * s, 4);
+        const int8_t* src = x + (b * mb + i) * K;
+        for (int64_t s = 0; s < full; ++s) std::memcpy(dst + 4 * (s * mb + i), src + 4 * s, 4);
+        for (int64_t s = full; s < steps; ++s) {  // the k-step holding the last K % 4 values, then zeros
+          int8_t* d = dst + 4 * (s * mb + i);
+          for (int64_t j = 0; j < 4; ++j) d[j] = 4 * s + j < K ? src[4 * s + j] : 0;
+        }
       }
     }
   });
@@ -103,7 +108,9 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
   if (path == KernelPath::kRef) return detail::ternary_gemm_i32_ref(w, x, M, acc);
   const detail::TernaryIsa& isa = isa_for(path);
   const int64_t N = w.n, kp = w.kp;
-  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1);
+  // The tiled GEMM over packed rows reads x through pack_x_blocks only; every other kernel reads the padded rows.
+  const bool packed = isa.mm_packed && M >= 2 && !(w.fmt == TernaryFormat::kI2 && M <= isa.max_rows_i2);
+  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1, !packed);
   auto store = [&](int64_t t, int64_t m, const int32_t* out) {
     const int32_t sx = px.row_sum[m];
     const int64_t nr = std::min<int64_t>(16, N - t * 16);
@@ -131,7 +138,7 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
     });
     return;
   }
-  const int8_t* xk = isa.mm_packed ? pack_x_blocks(px.xp, M, kp, isa.max_mb) : nullptr;
+  const int8_t* xk = packed ? pack_x_blocks(x, M, w.k, kp, isa.max_mb) : nullptr;
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
     uint8_t* codes = code_buffer(kp);
     thread_local Scratch<int32_t> out_buf;
@@ -156,7 +163,8 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
   if (path == KernelPath::kRef) return detail::ternary_gemm_f32_ref(w, x, act_scale, M, group_scales, y);
   const detail::TernaryIsa& isa = isa_for(path);
   const int64_t N = w.n, kp = w.kp, G = w.groups();
-  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1);
+  const bool packed = isa.mm_packed && M >= 2;  // the tiled GEMM below reads x through pack_x_blocks only
+  const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1, !packed);
   // s[i][r] += group_scale * (code sum - x sum): the same float operations, in the same order, as the ref.
   auto accumulate = [&](int64_t t, int64_t g, int64_t m, const int32_t* out, float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) {
@@ -182,7 +190,7 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     });
     return;
   }
-  const int8_t* xk = isa.mm_packed ? pack_x_blocks(px.xp, M, kp, isa.max_mb) : nullptr;
+  const int8_t* xk = packed ? pack_x_blocks(x, M, w.k, kp, isa.max_mb) : nullptr;
   parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
     uint8_t* codes = code_buffer(kp);
     thread_local Scratch<int32_t> out_buf;
