@@ -146,6 +146,20 @@ class CudaBackend final : public Backend {
   }
   /// Runs the pending epilogue (ternary_epilogue), if any.
   void flush_pending();
+
+  // ---- int8 GEMM tuning (int8_gemm_tuning.cpp)
+  /// For decode batches of M rows (>= kInt8GemmMinRows): times each cuBLASLt candidate of each ternary projection
+  /// shape's int8 GEMM, for the residual projections (o, down) also split K in 2-4 parts, over the layers' own
+  /// weights (a CUDA graph of one GEMM per layer, so the weights come from DRAM as in a step), charges each split
+  /// its extra reads in residual_norm_quant, and keeps the fastest in gemm_cfg_. Once per (shape, rows rounded up
+  /// to 16): for the engine's batch sizes in reserve_device_memory, else before the first graphed decode step of
+  /// that size (never inside a capture). The sums are exact whichever runs.
+  void tune_int8_gemms(int M);
+  /// reserve_device_memory tunes the decode batches up to this many rows (larger ones at their first step).
+  static constexpr int kTuneMaxRows = 512;
+  /// The tuned configuration of lin's int8 GEMM at `rows` rows (cuBLASLt's first choice, unsplit, when none);
+  /// residual: lin is o or down (adds into the residual stream).
+  cuda::Int8GemmConfig int8_gemm_config(const DevLinear& lin, int rows, bool residual) const;
   /// lin runs the tcb kernel at `rows` rows: tcb weights and one row. Rows of more tokens over tcb weights run the
   /// tc2 kernels on a rewritten copy (tc2_scratch_), which measured faster than the tcb kernel at 2-16 tokens
   /// (bench/CUDA_NOTES.md, "Ternary GEMV and GEMM kernels").
@@ -197,7 +211,10 @@ class CudaBackend final : public Backend {
   static constexpr int kInt8GemmMinRows = 17;
   int max_np8_ = 0;
   size_t int8_copy_bytes_ = 0;
-  int32_t* acc8_ = nullptr;    // exact sums of the int8 GEMM [capM_ + 16, max_np8_]
+  int32_t* acc8_ = nullptr;    // exact sums of the int8 GEMM [capM_ + 16, max_np8_], or its K-split parts
+  size_t acc8_cap_ = 0;        // int32 elements of acc8_
+  // (np8, kp, rows rounded up to 16, residual projection) -> the tuned int8 GEMM
+  std::map<std::tuple<int, int, int, bool>, cuda::Int8GemmConfig> gemm_cfg_;
   cuda::PendingSums pending_;  // an int8 GEMM's epilogue not yet applied (acc null: none)
   int pending_n_ = 0, pending_rows_ = 0;
   bool defer_qkv_ = false;  // this forward is a decode step of the fused GQA attention

@@ -176,7 +176,8 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     if (M == S && attn_gqa_) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
       // The grid depends on the largest context's chunk count only (graph-safe for the positions in between). The
       // qkv projection's int8-GEMM sums, when pending, are read through its epilogue by the kernel itself.
-      const bool sums = pending_.acc && pending_.ep.y == qkv_;
+      const bool sums = pending_.acc && pending_.ep.y == qkv_ && pending_.parts == 1;
+      if (!sums) flush_pending();
       cuda::attention_decode_gqa(qkv_, qkvw, M, c_.num_heads, c_.num_kv_heads, c_.head_dim, cos_, sin_, pos_d_,
                                  seq_d_, bt_d_, bt_width_, kv.block_size, kv.k(l), kv.v(l), attn_, attn_split_,
                                  attn_part_, attn_cnt_, stream_, kv.format(), 0, 0, sums ? &pending_ : nullptr);
@@ -313,8 +314,11 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
     // Whatever read inv_s_ / acc8_ last has consumed or flushed its pending sums (apply, the GLU): they are
     // overwritten now.
     TRITIUM_CHECK(!pending_.acc, "CUDA backend: an int8 GEMM's sums still pending at the next GEMM");
-    i8ws_->gemm(lin.w8, lin.np8, lin.kp, xq_, rows, acc8_, lin.np8, stream_, 2);
+    const cuda::Int8GemmConfig cfg = int8_gemm_config(lin, rows, add && out == x_);
+    i8ws_->gemm(lin.w8, lin.np8, lin.kp, xq_, rows, acc8_, lin.np8, stream_, 2, cfg);
     pending_ = cuda::PendingSums{acc8_, lin.np8, inv_s_, ep};
+    pending_.parts = cfg.splits;  // a K-split GEMM's parts, added by the reader
+    pending_.part_stride = cuda::Int8Workspace::part_stride(rows, lin.np8);
     pending_n_ = lin.n;
     pending_rows_ = rows;
     if (!defer) flush_pending();
@@ -334,7 +338,7 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
 void CudaBackend::flush_pending() {
   if (!pending_.acc) return;
   cuda::ternary_epilogue(pending_.acc, pending_.ldacc, pending_rows_, pending_n_, pending_.inv_s, pending_.ep,
-                         stream_);
+                         stream_, pending_.parts, pending_.part_stride);
   pending_ = {};
 }
 

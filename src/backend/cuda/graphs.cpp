@@ -16,6 +16,7 @@ void CudaBackend::run_graphed(int M, int S, int O, const DevKv& kv) {
   if (g.exec) {
     check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
   } else if (g.seen++ == 0) {
+    if (int8_gemm_ && M >= kInt8GemmMinRows) tune_int8_gemms(M);
     run_body(M, S, O, kv);  // first time eagerly (loads modules, sets kernel attributes)
   } else {
     cudaGraph_t graph = nullptr;

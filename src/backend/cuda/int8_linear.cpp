@@ -50,11 +50,13 @@ Int8ActMode act_mode(Int8Method m) {
 }  // namespace
 
 /// One cuBLASLt int8 problem (TN: A = W [np, kp] row-major = kp x np column-major, op T; B = X [M, kp] row-major =
-/// kp x M column-major; C = acc [M, ldc] row-major = np x M column-major with leading dimension ldc).
+/// kp x M column-major; C = acc [M, ldc] row-major = np x M column-major with leading dimension ldc). Split K:
+/// a strided batch of `splits` problems over the K slices [s ks, (s + 1) ks) of A and B (ks = kp / splits, the
+/// same leading dimensions), the partial sums of slice s at C + s Mp ldc.
 struct Int8Workspace::LtPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's candidates, best first
   ~LtPlan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -116,56 +118,95 @@ void Int8Workspace::ensure(int rows) {
   acc_ = device_alloc<int32_t>(ptrs_, Rp * np_);
 }
 
+Int8Workspace::LtPlan& Int8Workspace::plan(int np, int kp, int Mp, int64_t ldc, int splits) {
+  auto& slot = plans_[{np, kp, Mp, ldc, splits}];
+  if (slot) return *slot;
+  try {
+    auto p = std::make_unique<LtPlan>();
+    const int ks = kp / splits;
+    check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), "TRANSA");
+    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), "TRANSB");
+    check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8I, ks, np, kp), "layout A");
+    check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8I, ks, Mp, kp), "layout B");
+    check_lt(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32I, np, Mp, ldc), "layout C");
+    if (splits > 1) {
+      const int32_t count = splits;
+      const int64_t stride_ab = ks, stride_c = static_cast<int64_t>(Mp) * ldc;
+      const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+          {p->a, stride_ab}, {p->b, stride_ab}, {p->c, stride_c}};
+      for (auto [layout, stride] : layouts) {
+        check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+                 "batch count");
+        check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof(stride)),
+                 "batch stride");
+      }
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws_bytes_,
+                                                  sizeof(lt_ws_bytes_)),
+             "preference workspace");
+    cublasLtMatmulHeuristicResult_t res[kMaxAlgos]{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(lt_), p->desc, p->a, p->b,
+                                                             p->c, p->c, pref, kMaxAlgos, res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
+    TRITIUM_CHECK(found > 0, "cuBLASLt: no int8 algorithm for {}x{}x{} (M x N x K) in {} K slices", Mp, np, kp, splits);
+    for (int i = 0; i < found; ++i) p->algos.push_back(res[i].algo);
+    slot = std::move(p);
+    return *slot;
+  } catch (...) {
+    plans_.erase({np, kp, Mp, ldc, splits});
+    throw;
+  }
+}
+
+int Int8Workspace::algo_count(int np, int kp, int M, int64_t ldc, int splits) {
+  try {
+    return static_cast<int>(plan(np, kp, round_up16(M), ldc, splits).algos.size());
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 void Int8Workspace::gemm(const int8_t* w, int np, int kp, const int8_t* xq, int M, int32_t* acc, int64_t ldc,
-                         cudaStream_t stream, int kind) {
+                         cudaStream_t stream, int kind, Int8GemmConfig cfg) {
   TRITIUM_CHECK(np % 16 == 0 && kp % 16 == 0 && ldc % 4 == 0 && ldc >= np,
                 "int8 GEMM: np {} and kp {} must be multiples of 16, ldc {} a multiple of 4 >= np", np, kp, ldc);
+  TRITIUM_CHECK(cfg.splits >= 1 && kp % (16 * cfg.splits) == 0 && cfg.algo >= 0 && cfg.algo < kMaxAlgos,
+                "int8 GEMM: K {} does not split into {} slices of a multiple of 16, or algorithm {} is out of range",
+                kp, cfg.splits, cfg.algo);
   if (M <= 0) return;
   const bool automatic = kind == 0;
   if (kind == 0) kind = M <= kDp4aMaxRows || lt_unavailable_ ? 1 : 2;
   if (kind == 1) {
+    TRITIUM_CHECK(cfg.splits == 1, "int8 GEMM: the dp4a kernel does not split K");
     int8_gemv_dp4a(w, np, kp, xq, M, acc, ldc, stream);
     return;
   }
   // cuBLASLt's int8 tensor-core kernels want every dimension 16-aligned: run on M rounded up to 16 (the extra
   // columns of the product come from scratch rows past M of xq and land in scratch rows of acc).
   const int Mp = round_up16(M);
-  auto& plan = plans_[{np, kp, Mp, ldc}];
-  if (!plan) try {
-    auto p = std::make_unique<LtPlan>();
-    check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
-    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), "TRANSA");
-    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), "TRANSB");
-    check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8I, kp, np, kp), "layout A");
-    check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8I, kp, Mp, kp), "layout B");
-    check_lt(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32I, np, Mp, ldc), "layout C");
-    cublasLtMatmulPreference_t pref = nullptr;
-    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws_bytes_,
-                                                  sizeof(lt_ws_bytes_)),
-             "preference workspace");
-    cublasLtMatmulHeuristicResult_t res{};
-    int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(lt_), p->desc, p->a, p->b,
-                                                             p->c, p->c, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
-    TRITIUM_CHECK(found > 0, "cuBLASLt: no int8 algorithm for {}x{}x{} (M x N x K)", Mp, np, kp);
-    p->algo = res.algo;
-    plan = std::move(p);
+  LtPlan* p = nullptr;
+  try {
+    p = &plan(np, kp, Mp, ldc, cfg.splits);
   } catch (const Error& e) {
-    plans_.erase({np, kp, Mp, ldc});
-    if (!automatic) throw;
+    if (!automatic || cfg.splits != 1) throw;
     // The dp4a kernel computes the same exact integers: fall back to it for good (said once on stderr).
     std::fprintf(stderr, "warning: %s; int8 GEMMs use the dp4a kernel instead\n", e.what());
     lt_unavailable_ = true;
     int8_gemv_dp4a(w, np, kp, xq, M, acc, ldc, stream);
     return;
   }
+  TRITIUM_CHECK(cfg.algo < static_cast<int>(p->algos.size()), "int8 GEMM: cuBLASLt offers {} algorithms, not {}",
+                p->algos.size(), cfg.algo + 1);
   const int32_t one = 1, zero = 0;
-  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(lt_), plan->desc, &one, w, plan->a, xq, plan->b, &zero, acc,
-                          plan->c, acc, plan->c, &plan->algo, lt_ws_, lt_ws_bytes_, stream),
+  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(lt_), p->desc, &one, w, p->a, xq, p->b, &zero, acc, p->c,
+                          acc, p->c, &p->algos[cfg.algo], lt_ws_, lt_ws_bytes_, stream),
            "cublasLtMatmul (int8)");
 }
 

@@ -25,6 +25,15 @@
 
 namespace tritium::cuda {
 
+/// How one cuBLASLt int8 GEMM runs: splits, K cut into that many slices (a strided batch of K / splits each: more
+/// thread blocks for the few output tiles of a decode batch), whose partial sums land `part_stride(M, ldc)` int32
+/// apart from acc; algo, the index in cuBLASLt's heuristic list for the shape (0: its first choice). The int32
+/// sums are exact, so neither changes a result.
+struct Int8GemmConfig {
+  int splits = 1;
+  int algo = 0;
+};
+
 /// Device scratch shared by all int8 projections of one backend (one stream): activation codes and statistics,
 /// int32 accumulators, the cuBLASLt handle, its workspace and its chosen algorithms.
 class Int8Workspace {
@@ -46,13 +55,23 @@ class Int8Workspace {
   /// round_up(M, 16) rows: xq and acc must have room for them (the workspace's buffers do). kind: 0 = automatic (dp4a GEMV for
   /// M <= kDp4aMaxRows, cuBLASLt int8 tensor-core GEMM otherwise), 1 = dp4a, 2 = cuBLASLt. np, kp multiples of 16,
   /// ldc a multiple of 4 and >= np. Throws tritium::Error on a cuBLASLt failure.
+  /// cfg (cuBLASLt only): cfg.splits > 1 needs kp % (16 cfg.splits) == 0 and room in acc for cfg.splits parts of
+  /// round_up(M, 16) x ldc; an algo index past the heuristic's list throws.
   void gemm(const int8_t* w, int np, int kp, const int8_t* xq, int M, int32_t* acc, int64_t ldc, cudaStream_t stream,
-            int kind = 0);
+            int kind = 0, Int8GemmConfig cfg = {});
+  /// The distance in int32 between the partial sums of a K-split cuBLASLt GEMM of M rows (round_up(M, 16) x ldc).
+  static int64_t part_stride(int M, int64_t ldc) { return static_cast<int64_t>((M + 15) / 16 * 16) * ldc; }
+  /// How many algorithms cuBLASLt's heuristic offers for the shape (at most kMaxAlgos; 0 when it has none).
+  int algo_count(int np, int kp, int M, int64_t ldc, int splits);
   /// Largest batch the automatic choice sends to the dp4a GEMV.
   static constexpr int kDp4aMaxRows = 8;
+  /// Candidates kept from cuBLASLt's heuristic per shape.
+  static constexpr int kMaxAlgos = 3;
 
  private:
   struct LtPlan;
+  /// The plan of one shape (created on first use); throws tritium::Error when cuBLASLt has no algorithm for it.
+  LtPlan& plan(int np, int kp, int Mp, int64_t ldc, int splits);
   void free_buffers();
   int k_ = 0, kp_ = 0, np_ = 0, rows_ = 0;
   std::vector<void*> ptrs_;
@@ -62,7 +81,7 @@ class Int8Workspace {
   void* lt_ = nullptr;  // cublasLtHandle_t
   void* lt_ws_ = nullptr;
   size_t lt_ws_bytes_ = size_t{32} << 20;
-  std::map<std::tuple<int, int, int, int64_t>, std::unique_ptr<LtPlan>> plans_;
+  std::map<std::tuple<int, int, int, int64_t, int>, std::unique_ptr<LtPlan>> plans_;
 };
 
 /// One Int8Projection on the GPU.

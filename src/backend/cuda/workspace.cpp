@@ -51,7 +51,11 @@ void CudaBackend::ensure_workspace(int M, int S, int O) {
   // The int8 GEMM (cuBLASLt) runs on the rows rounded up to 16: room for them in xq_ and its sums (scratch, never
   // read back).
   xq_ = ws_.alloc<int8_t>((Mc + 16) * max_kp_);
-  if (int8_gemm_) acc8_ = ws_.alloc<int32_t>((Mc + 16) * static_cast<size_t>(max_np8_));
+  if (int8_gemm_) {  // room for the parts of K-split decode GEMMs (up to 4 parts of 256 rows, tune_int8_gemms)
+    acc8_cap_ = std::max((Mc + 16) * max_np8_,
+                         size_t{cuda::kMaxSumParts} * (std::min<size_t>(Mc, 256) + 16) * max_np8_);
+    acc8_ = ws_.alloc<int32_t>(acc8_cap_);
+  }
   if (tcb_) xb_ = ws_.alloc<uint32_t>(static_cast<size_t>(max_kp_) / 4);  // one row: see tcb_kernel_for
   inv_s_ = ws_.alloc<float>(Mc);
   sumq_ = ws_.alloc<int32_t>(Mc);
@@ -114,6 +118,12 @@ std::optional<DeviceMemoryInfo> CudaBackend::reserve_device_memory(int64_t max_t
   TRITIUM_CHECK(max_tokens > 0 && max_seqs > 0 && max_tokens <= INT32_MAX, "reserve_device_memory: bad sizes");
   check(cudaSetDevice(opts_.device), "cudaSetDevice");
   ensure_workspace(static_cast<int>(max_tokens), max_seqs, max_seqs);
+  // The int8 GEMMs of the decode batches the engine may run (rows rounded up to 16), tuned now: tuning at the first
+  // step of each size would stall serving once per size.
+  if (int8_gemm_) {
+    const int top = std::min(max_seqs, kTuneMaxRows);
+    for (int m = kInt8GemmMinRows; m <= top; m = (m + 15) / 16 * 16 + 1) tune_int8_gemms(m);
+  }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   return memory_info(opts_.device);
 }

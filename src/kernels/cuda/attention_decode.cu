@@ -396,9 +396,10 @@ void run_gqa(const float* qkv, int64_t ldq, int rows, int H, int KVH, int D, con
              void* k_pool, void* v_pool, float* out, int nsplit, const int32_t* row_list, float* part, int32_t* cnt,
              cudaStream_t stream, KvFormat kv, int hb, int cpb, int warps, const PendingSums& sums) {
   if (rows <= 0) return;
-  if (sums.acc && (!sums.inv_s || sums.ldacc % 4 || reinterpret_cast<uintptr_t>(sums.acc) % 16 ||
+  if (sums.acc && (!sums.inv_s || sums.ldacc % 4 || sums.parts != 1 || reinterpret_cast<uintptr_t>(sums.acc) % 16 ||
                    sums.ldacc < static_cast<int64_t>(H + 2 * KVH) * D))
-    check(cudaErrorInvalidValue, "attention_decode_gqa (pending qkv sums: ldacc a multiple of 4 >= the row, 16-byte aligned)");
+    check(cudaErrorInvalidValue,
+          "attention_decode_gqa (pending qkv sums: one part, ldacc a multiple of 4 >= the row, 16-byte aligned)");
   if (!attention_gqa_supported(H, KVH, D))
     check(cudaErrorInvalidValue, "attention_gqa (H / KVH must be an integer in 1..8, head_dim 64 or 128)");
   const int G = H / KVH;

@@ -70,9 +70,11 @@ void ternary_matmul(const uint32_t* w, int n, int np, int kp, const int8_t* xq, 
 /// The epilogue of ternary_matmul applied to exact sums computed elsewhere (the int8 copy of a ternary projection
 /// through cuBLASLt's int8 GEMM): acc int32 [rows, ldacc] (acc[m, r] = sum_k w[r, k] x[m, k]), inv_s [rows];
 /// y[m, r] (+)= (float(acc[m, r]) * inv_s[m]) * scale of r's segment, the same float operations as the ternary
-/// kernels, so the same bits. Throws tritium::Error on bad arguments.
+/// kernels, so the same bits. parts > 1: the GEMM split K, acc holds `parts` partial sums [rows, ldacc],
+/// part_stride int32 apart (a multiple of 4), added in part order before the epilogue (integers: exact in any
+/// order). Throws tritium::Error on bad arguments.
 void ternary_epilogue(const int32_t* acc, int64_t ldacc, int rows, int n, const float* inv_s,
-                      const TernaryEpilogue& ep, cudaStream_t stream);
+                      const TernaryEpilogue& ep, cudaStream_t stream, int parts = 1, int64_t part_stride = 0);
 
 /// True when the current device can run TernaryKernel::kTiledGemm (thread-block clusters: sm_90 or newer).
 bool tiled_gemm_supported();
@@ -144,6 +146,9 @@ void norm_quant(const float* x, int64_t ldx, const int32_t* row_map, const float
 void glu_norm_quant(const float* gu, int rows, int I, bool relu2, const float* weight, float eps, float* act,
                     int8_t* q, int kp, float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes = nullptr);
 
+/// Most parts of a K-split int8 GEMM that residual_norm_quant adds (row_ops.cuh SumsRowParts::kMaxParts).
+constexpr int kMaxSumParts = 4;
+
 /// The exact sums of a ternary projection computed by the int8 GEMM, whose epilogue (ternary_epilogue) the next
 /// row kernel applies while it loads its row, instead of a kernel of its own: value(m, c) = (float(acc[m, c]) *
 /// inv_s[m]) * scale of c's segment (ep.seg_end / ep.seg_scale). ep.y / ep.ldy / ep.add: where ternary_epilogue
@@ -154,11 +159,18 @@ struct PendingSums {
   int64_t ldacc = 0;
   const float* inv_s = nullptr;  ///< [rows]
   TernaryEpilogue ep;
+  /// The GEMM split K into `parts` partial sums [rows, ldacc], part_stride int32 apart (a multiple of 4, so the
+  /// int4 loads stay aligned); the readers add them (exact integers: the bits do not depend on the split).
+  /// residual_norm_quant reads up to kMaxSumParts in one kernel; glu_norm_quant_sums runs its two kernels for more
+  /// than one; attention_decode_gqa takes one.
+  int parts = 1;
+  int64_t part_stride = 0;
 };
 
-/// A residual projection's pending sums added to the residual stream, then norm_quant of the new rows: x = p.ep.y
-/// [rows, D] (stride p.ep.ldy, p.ep.add must be true) += value(m, 0..D), then norm_quant(x, weight) into q / inv_s
-/// / sumq (/ planes). The same float operations as ternary_epilogue followed by norm_quant, so the same bits.
+/// A residual projection's pending sums (in 1 .. kMaxSumParts parts) added to the residual stream, then norm_quant
+/// of the new rows: x = p.ep.y [rows, D] (stride p.ep.ldy, p.ep.add must be true) += value(m, 0..D), then
+/// norm_quant(x, weight) into q / inv_s / sumq (/ planes). The same float operations as ternary_epilogue followed by
+/// norm_quant, so the same bits.
 void residual_norm_quant(const PendingSums& p, int rows, int D, const float* weight, float eps, int8_t* q, int kp,
                          float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes = nullptr);
 

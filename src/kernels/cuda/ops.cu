@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_vec_kernel(
 // norm_quant_vec_kernel over pending sums (PendingSums): the row comes from row_load_sums. inv_s may be the
 // pending sums' multipliers (p.inv_s): every thread reads its row's value before the first barrier, thread 0
 // writes the new one after the last.
-template <int VPT, int MODE>
+template <int VPT, int MODE, bool PARTS>
 __global__ void __launch_bounds__(kVecThreads) norm_quant_sums_kernel(PendingSums p, const float* __restrict__ weight,
                                                                       int D, float eps, int8_t* __restrict__ q, int kp,
                                                                       float* inv_s, int32_t* __restrict__ sumq,
@@ -142,8 +142,13 @@ __global__ void __launch_bounds__(kVecThreads) norm_quant_sums_kernel(PendingSum
   pdl_wait();
   const SumsRow sr{p.acc + static_cast<int64_t>(r) * p.ldacc, p.inv_s[r], p.ep.seg_end[0], p.ep.seg_end[1],
                    p.ep.seg_scale[0], p.ep.seg_scale[1], p.ep.seg_scale[2]};
+  float* xr = MODE == 0 ? p.ep.y + static_cast<int64_t>(r) * p.ep.ldy : nullptr;
   float4 v[VPT];
-  row_load_sums<kVecThreads, VPT, MODE>(sr, MODE == 0 ? p.ep.y + static_cast<int64_t>(r) * p.ep.ldy : nullptr, n4, v);
+  if constexpr (PARTS) {
+    row_load_sums<kVecThreads, VPT, MODE>(SumsRowParts{sr, p.parts, p.part_stride}, xr, n4, v);
+  } else {
+    row_load_sums<kVecThreads, VPT, MODE>(sr, xr, n4, v);
+  }
   if (weight) row_rms_norm<kVecThreads>(v, wv, D, eps, sm);
   uint32_t* qr = reinterpret_cast<uint32_t*>(q + static_cast<int64_t>(r) * kp);
   for (int i = n4 + tid; i < kp / 4; i += kVecThreads) qr[i] = 0u;
@@ -288,7 +293,8 @@ int grid_for(int64_t total) {
   return static_cast<int>(b < 4096 ? (b > 0 ? b : 1) : 4096);
 }
 
-template <int MODE>
+// PARTS: the sums of a K-split GEMM in p.parts parts (residual rows only: the GLU reads one part).
+template <int MODE, bool PARTS = false>
 void launch_sums(int vpt, const PendingSums& p, const float* weight, int rows, int D, float eps, int8_t* q, int kp,
                  float* inv_s, int32_t* sumq, uint32_t* xb, cudaStream_t st) {
   auto go = [&](auto kern) {
@@ -296,18 +302,26 @@ void launch_sums(int vpt, const PendingSums& p, const float* weight, int rows, i
            sumq, xb);
   };
   switch (vpt) {
-    case 1: go(norm_quant_sums_kernel<1, MODE>); break;
-    case 2: go(norm_quant_sums_kernel<2, MODE>); break;
-    case 3: go(norm_quant_sums_kernel<3, MODE>); break;
-    case 4: go(norm_quant_sums_kernel<4, MODE>); break;
-    default: go(norm_quant_sums_kernel<8, MODE>); break;
+    case 1: go(norm_quant_sums_kernel<1, MODE, PARTS>); break;
+    case 2: go(norm_quant_sums_kernel<2, MODE, PARTS>); break;
+    case 3: go(norm_quant_sums_kernel<3, MODE, PARTS>); break;
+    case 4: go(norm_quant_sums_kernel<4, MODE, PARTS>); break;
+    default: go(norm_quant_sums_kernel<8, MODE, PARTS>); break;
   }
+}
+
+static_assert(SumsRowParts::kMaxParts == kMaxSumParts, "the readers of PendingSums unroll over kMaxSumParts");
+
+// The partial sums of a K-split GEMM (at most kMaxSumParts) do not overlap.
+bool parts_ok(const PendingSums& p, int rows) {
+  return p.parts >= 1 && p.parts <= kMaxSumParts &&
+         (p.parts == 1 || p.part_stride >= static_cast<int64_t>(rows) * p.ldacc);
 }
 
 // The pending sums can be read as int4 and the row kernel's float4 path applies.
 bool sums_vec_ok(const PendingSums& p, int width, int vpt, int kp, const float* weight, const int8_t* q) {
-  return vpt > 0 && width % 4 == 0 && p.ldacc % 4 == 0 && kp % 4 == 0 && aligned16(p.acc) && aligned16(weight) &&
-         aligned16(q) && aligned16(p.ep.y) && p.ep.ldy % 4 == 0;
+  return vpt > 0 && width % 4 == 0 && p.ldacc % 4 == 0 && p.part_stride % 4 == 0 && kp % 4 == 0 &&
+         aligned16(p.acc) && aligned16(weight) && aligned16(q) && aligned16(p.ep.y) && p.ep.ldy % 4 == 0;
 }
 
 }  // namespace
@@ -315,16 +329,17 @@ bool sums_vec_ok(const PendingSums& p, int width, int vpt, int kp, const float* 
 void residual_norm_quant(const PendingSums& p, int rows, int D, const float* weight, float eps, int8_t* q, int kp,
                          float* inv_s, int32_t* sumq, cudaStream_t stream, uint32_t* planes) {
   if (rows <= 0) return;
-  if (!p.acc || !p.inv_s || !p.ep.y || !p.ep.add || kp < D || p.ldacc < D)
+  if (!p.acc || !p.inv_s || !p.ep.y || !p.ep.add || kp < D || p.ldacc < D || !parts_ok(p, rows))
     check(cudaErrorInvalidValue, "residual_norm_quant (bad arguments)");
   if (planes && kp % 256) check(cudaErrorInvalidValue, "residual_norm_quant (bit planes need kp % 256 == 0)");
   const int vpt = vec_per_thread(D);
   if (!sums_vec_ok(p, D, vpt, kp, weight, q)) {  // the two kernels it stands for
-    ternary_epilogue(p.acc, p.ldacc, rows, D, p.inv_s, p.ep, stream);
+    ternary_epilogue(p.acc, p.ldacc, rows, D, p.inv_s, p.ep, stream, p.parts, p.part_stride);
     norm_quant(p.ep.y, p.ep.ldy, nullptr, weight, rows, D, eps, nullptr, q, kp, inv_s, sumq, stream, planes);
     return;
   }
-  launch_sums<0>(vpt, p, weight, rows, D, eps, q, kp, inv_s, sumq, planes, stream);
+  if (p.parts > 1) launch_sums<0, true>(vpt, p, weight, rows, D, eps, q, kp, inv_s, sumq, planes, stream);
+  else launch_sums<0>(vpt, p, weight, rows, D, eps, q, kp, inv_s, sumq, planes, stream);
 }
 
 void glu_norm_quant_sums(const PendingSums& p, int rows, int I, bool relu2, const float* weight, float eps,
@@ -332,12 +347,13 @@ void glu_norm_quant_sums(const PendingSums& p, int rows, int I, bool relu2, cons
                          uint32_t* planes) {
   if (rows <= 0) return;
   if (!p.acc || !p.inv_s || !p.ep.y || p.ep.add || kp < I || p.ldacc < 2 * static_cast<int64_t>(I) ||
+      !parts_ok(p, rows) ||
       p.ep.ldy < 2 * static_cast<int64_t>(I))
     check(cudaErrorInvalidValue, "glu_norm_quant_sums (bad arguments)");
   if (planes && kp % 256) check(cudaErrorInvalidValue, "glu_norm_quant_sums (bit planes need kp % 256 == 0)");
   const int vpt = vec_per_thread(I);
-  if (!sums_vec_ok(p, I, vpt, kp, weight, q) || p.ep.ldy != 2 * static_cast<int64_t>(I)) {
-    ternary_epilogue(p.acc, p.ldacc, rows, 2 * I, p.inv_s, p.ep, stream);
+  if (!sums_vec_ok(p, I, vpt, kp, weight, q) || p.ep.ldy != 2 * static_cast<int64_t>(I) || p.parts != 1) {
+    ternary_epilogue(p.acc, p.ldacc, rows, 2 * I, p.inv_s, p.ep, stream, p.parts, p.part_stride);
     glu_norm_quant(p.ep.y, rows, I, relu2, weight, eps, act, q, kp, inv_s, sumq, stream, planes);
     return;
   }

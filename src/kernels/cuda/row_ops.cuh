@@ -96,10 +96,30 @@ struct SumsRow {
   }
 };
 
+/// SumsRow over the partial sums of a K-split GEMM (PendingSums::parts <= kMaxParts, `stride` int32 apart, a
+/// multiple of 4): each int4 is the sum of every part's, all loads issued before the first add (unrolled and
+/// predicated, so a row kernel waits one round trip, not one per part). The sums are exact integers.
+struct SumsRowParts : SumsRow {
+  static constexpr int kMaxParts = 4;
+  int parts;
+  int64_t stride;
+  __device__ __forceinline__ float4 value4(int i) const {
+    int4 b[kMaxParts];
+#pragma unroll
+    for (int p = 0; p < kMaxParts; ++p)
+      b[p] = p < parts ? reinterpret_cast<const int4*>(acc + p * stride)[i] : make_int4(0, 0, 0, 0);
+    int4 a = b[0];
+#pragma unroll
+    for (int p = 1; p < kMaxParts; ++p) a.x += b[p].x, a.y += b[p].y, a.z += b[p].z, a.w += b[p].w;
+    const int c = 4 * i;
+    return make_float4(value(c, a.x), value(c + 1, a.y), value(c + 2, a.z), value(c + 3, a.w));
+  }
+};
+
 /// row_load from pending sums: MODE 0 the residual row x + value (x: the residual stream's row, updated in place
 /// with the sums, as the epilogue's __fadd_rn), MODE 1 / 2 the GLU of gate = value(0..), up = value(4 n4..).
-template <int NT, int VPT, int MODE>
-__device__ __forceinline__ void row_load_sums(const SumsRow& s, float* x, int n4, float4 (&v)[VPT]) {
+template <int NT, int VPT, int MODE, class Row>
+__device__ __forceinline__ void row_load_sums(const Row& s, float* x, int n4, float4 (&v)[VPT]) {
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * NT;

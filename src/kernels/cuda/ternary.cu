@@ -507,9 +507,10 @@ __global__ void __launch_bounds__(128) bitcos_gemv_kernel(const uint32_t* __rest
 
 /// ternary_epilogue: 4 consecutive outputs of one row per thread (n, ldacc and ldy multiples of 4), or one
 /// (vec4 0). The sums are loaded before the residual, so each thread's loads are in flight together.
+/// parts > 1: the partial sums of a K-split GEMM, part_stride int32 apart, added in part order.
 template <int kVec>
 __global__ void epilogue_i32_kernel(const int32_t* __restrict__ acc, int64_t ldacc, int rows, int n,
-                                    const float* __restrict__ inv_s, Epi ep) {
+                                    const float* __restrict__ inv_s, Epi ep, int parts, int64_t part_stride) {
   pdl_trigger();
   pdl_wait();
   const int per_row = n / kVec;
@@ -520,7 +521,12 @@ __global__ void epilogue_i32_kernel(const int32_t* __restrict__ acc, int64_t lda
     const float s = inv_s[m];
     float* y = ep.y + static_cast<int64_t>(m) * ep.ldy + c;
     if constexpr (kVec == 4) {
-      const int4 v = *reinterpret_cast<const int4*>(acc + static_cast<int64_t>(m) * ldacc + c);
+      const int32_t* a = acc + static_cast<int64_t>(m) * ldacc + c;
+      int4 v = *reinterpret_cast<const int4*>(a);
+      for (int p = 1; p < parts; ++p) {
+        const int4 b = *reinterpret_cast<const int4*>(a + p * part_stride);
+        v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
+      }
       float4 o = make_float4(epilogue_value(ep, c, v.x, s), epilogue_value(ep, c + 1, v.y, s),
                              epilogue_value(ep, c + 2, v.z, s), epilogue_value(ep, c + 3, v.w, s));
       if (ep.add) {
@@ -529,7 +535,10 @@ __global__ void epilogue_i32_kernel(const int32_t* __restrict__ acc, int64_t lda
       }
       *reinterpret_cast<float4*>(y) = o;
     } else {
-      const float v = epilogue_value(ep, c, acc[static_cast<int64_t>(m) * ldacc + c], s);
+      const int32_t* a = acc + static_cast<int64_t>(m) * ldacc + c;
+      int32_t t = a[0];
+      for (int p = 1; p < parts; ++p) t += a[p * part_stride];
+      const float v = epilogue_value(ep, c, t, s);
       *y = ep.add ? __fadd_rn(*y, v) : v;
     }
   }
@@ -570,21 +579,23 @@ void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* 
 }
 
 void ternary_epilogue(const int32_t* acc, int64_t ldacc, int rows, int n, const float* inv_s,
-                      const TernaryEpilogue& e, cudaStream_t stream) {
+                      const TernaryEpilogue& e, cudaStream_t stream, int parts, int64_t part_stride) {
   if (rows <= 0 || n <= 0) return;
-  if (!acc || !inv_s || !e.y || ldacc < n || e.ldy < n) check(cudaErrorInvalidValue, "ternary_epilogue (bad arguments)");
+  if (!acc || !inv_s || !e.y || ldacc < n || e.ldy < n || parts < 1 ||
+      (parts > 1 && part_stride < static_cast<int64_t>(rows) * ldacc))
+    check(cudaErrorInvalidValue, "ternary_epilogue (bad arguments)");
   const Epi ep = make_epi(e);
-  const bool vec = n % 4 == 0 && ldacc % 4 == 0 && e.ldy % 4 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(e.y) % 16 == 0;
+  const bool vec = n % 4 == 0 && ldacc % 4 == 0 && e.ldy % 4 == 0 && part_stride % 4 == 0 &&
+                   reinterpret_cast<uintptr_t>(acc) % 16 == 0 && reinterpret_cast<uintptr_t>(e.y) % 16 == 0;
   const int64_t items = static_cast<int64_t>(rows) * (vec ? n / 4 : n);
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((items + threads - 1) / threads, 65535));
   if (vec) {
     launch(epilogue_i32_kernel<4>, dim3(blocks), dim3(threads), 0, stream, "ternary_epilogue", acc, ldacc, rows, n,
-           inv_s, ep);
+           inv_s, ep, parts, part_stride);
   } else {
     launch(epilogue_i32_kernel<1>, dim3(blocks), dim3(threads), 0, stream, "ternary_epilogue", acc, ldacc, rows, n,
-           inv_s, ep);
+           inv_s, ep, parts, part_stride);
   }
 }
 

@@ -426,6 +426,12 @@ TEST(CudaKernels, AttentionDecodeGqaMatchesPerHead) {
           EXPECT_EQ(o5.down(), o4.down()) << "pending qkv sums " << what;
           EXPECT_EQ(k5.down(), k4.down()) << "pending qkv sums, k pool " << what;
           EXPECT_EQ(v5.down(), v4.down()) << "pending qkv sums, v pool " << what;
+          ps.parts = 2, ps.part_stride = static_cast<int64_t>(acc.size());  // a K-split GEMM's parts: refused
+          EXPECT_THROW(cuda::attention_decode_gqa(nan.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p,
+                                                  pc.btw, pc.bs, k5.p, v5.p, o5.p, maxchunks, part.p, cnt.p, nullptr,
+                                                  elem, 0, 0, &ps),
+                       Error);
+          ps.parts = 1, ps.part_stride = 0;
           ps.ldacc = w + 2;  // not a multiple of 4
           EXPECT_THROW(cuda::attention_decode_gqa(nan.p, w, rows, H, KVH, D, dct.p, dsn.p, dpos.p, dseq.p, dbt.p,
                                                   pc.btw, pc.bs, k5.p, v5.p, o5.p, maxchunks, part.p, cnt.p, nullptr,

@@ -468,6 +468,16 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
       DevBuf<int32_t> sq(M);
       cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
                        nullptr);
+      // y as the CPU computes it: the reference (+ the old y when add), rows past n untouched.
+      auto expect_y = [&](const std::vector<float>& got, bool add, const std::string& what) {
+        for (int m = 0; m < M; ++m)
+          for (int r = 0; r < o.ldy; ++r) {
+            const size_t i = static_cast<size_t>(m) * o.ldy + r;
+            const float want = r >= n ? base[i] : add ? base[i] + ref[static_cast<size_t>(m) * n + r]
+                                                      : ref[static_cast<size_t>(m) * n + r];
+            ASSERT_EQ(got[i], want) << what << " n=" << n << " M=" << M << " add " << add << " at " << m << "," << r;
+          }
+      };
       using K = cuda::TernaryKernel;
       std::vector<std::pair<K, int>> variants = {{K::kAuto, 0}, {K::kMmaGemm, 0}};
       if (cuda::tiled_gemm_supported())
@@ -479,19 +489,13 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
           ep.add = add;
           cuda::ternary_matmul(dw.p, n, static_cast<int>(s.np), static_cast<int>(s.kp), q.p, sq.p, inv.p, M, ep,
                                nullptr, kernel, lw);
-          const auto got = dy.down();
-          for (int m = 0; m < M; ++m)
-            for (int r = 0; r < o.ldy; ++r) {
-              const size_t i = static_cast<size_t>(m) * o.ldy + r;
-              const float want = r >= n ? base[i] : add ? base[i] + ref[static_cast<size_t>(m) * n + r]
-                                                        : ref[static_cast<size_t>(m) * n + r];
-              ASSERT_EQ(got[i], want) << "n=" << n << " M=" << M << " kernel " << static_cast<int>(kernel) << " split "
-                                      << lw << " add " << add << " at " << m << "," << r;
-            }
+          expect_y(dy.down(), add,
+                   "kernel " + std::to_string(static_cast<int>(kernel)) + " split " + std::to_string(lw));
         }
       }
       // The int8 copy (CudaOptions::gemm_weights "int8"): cuBLASLt's int8 GEMM over [np16, kp] codes on M rounded up
-      // to 16 rows, then ternary_epilogue: the same bits.
+      // to 16 rows, then ternary_epilogue: the same bits, unsplit and with K split into 2-6 strided-batch parts (each
+      // of cuBLASLt's candidates), the epilogue adding the parts.
       if (M < 17) continue;
       const int np16 = (n + 15) / 16 * 16, Mp = (M + 15) / 16 * 16;
       std::vector<int8_t> w8(static_cast<size_t>(np16) * s.kp, 0);
@@ -499,23 +503,34 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
         for (int c = 0; c < k; ++c) w8[static_cast<size_t>(r) * s.kp + c] = w[static_cast<size_t>(r) * k + c];
       DevBuf<int8_t> dw8(w8), q16(static_cast<size_t>(Mp) * s.kp);
       ASSERT_EQ(cudaMemcpy(q16.p, q.p, static_cast<size_t>(M) * s.kp, cudaMemcpyDeviceToDevice), cudaSuccess);
-      DevBuf<int32_t> acc(static_cast<size_t>(Mp) * np16);
+      const int64_t stride = cuda::Int8Workspace::part_stride(M, np16);
+      DevBuf<int32_t> acc(6 * static_cast<size_t>(stride));
       cuda::Int8Workspace ws;
-      ws.gemm(dw8.p, np16, static_cast<int>(s.kp), q16.p, M, acc.p, np16, nullptr, 2);
-      for (bool add : {false, true}) {
-        DevBuf<float> dy(base);
-        cuda::TernaryEpilogue ep = segmented_epilogue(dy.p, n, o.ldy);
-        ep.add = add;
-        cuda::ternary_epilogue(acc.p, np16, M, n, inv.p, ep, nullptr);
-        const auto got = dy.down();
-        for (int m = 0; m < M; ++m)
-          for (int r = 0; r < o.ldy; ++r) {
-            const size_t i = static_cast<size_t>(m) * o.ldy + r;
-            const float want = r >= n ? base[i] : add ? base[i] + ref[static_cast<size_t>(m) * n + r]
-                                                      : ref[static_cast<size_t>(m) * n + r];
-            ASSERT_EQ(got[i], want) << "int8 copy n=" << n << " M=" << M << " add " << add << " at " << m << "," << r;
+      int configs = 0;
+      for (int splits : {1, 2, 3, 4, 6}) {
+        if (s.kp % (16 * splits)) {
+          EXPECT_THROW(ws.gemm(dw8.p, np16, static_cast<int>(s.kp), q16.p, M, acc.p, np16, nullptr, 2, {splits, 0}),
+                       Error);
+          continue;
+        }
+        const int algos = ws.algo_count(np16, static_cast<int>(s.kp), M, np16, splits);
+        if (splits == 1) {
+          ASSERT_GT(algos, 0);
+        }
+        for (int algo = 0; algo < algos; ++algo) {
+          ++configs;
+          ASSERT_EQ(cudaMemset(acc.p, 0x5a, acc.n * sizeof(int32_t)), cudaSuccess);
+          ws.gemm(dw8.p, np16, static_cast<int>(s.kp), q16.p, M, acc.p, np16, nullptr, 2, {splits, algo});
+          for (bool add : {false, true}) {
+            DevBuf<float> dy(base);
+            cuda::TernaryEpilogue ep = segmented_epilogue(dy.p, n, o.ldy);
+            ep.add = add;
+            cuda::ternary_epilogue(acc.p, np16, M, n, inv.p, ep, nullptr, splits, stride);
+            expect_y(dy.down(), add, "int8 copy splits " + std::to_string(splits) + " algo " + std::to_string(algo));
           }
+        }
       }
+      EXPECT_GT(configs, 1) << "n=" << n << " M=" << M;
     }
   }
 }
@@ -737,6 +752,69 @@ TEST(CudaKernels, GluEmbeddingBiasVsCpu) {
   cuda::bias_add(dtt.p, db.p, 3, 7, dy.p, true, nullptr);
   auto gy = dy.down();
   for (int i = 0; i < 21; ++i) ASSERT_EQ(gy[i], y0[i] + (t[i] + b[i % 7]));
+}
+
+// Pending sums of a K-split int8 GEMM (PendingSums::parts): the row kernels and ternary_epilogue add the parts and
+// give the bits of the same sums in one part (float4 widths and the scalar fallback of an odd width).
+TEST(CudaKernels, PendingSumsInPartsMatchOnePart) {
+  REQUIRE_GPU();
+  std::mt19937 rng(47);
+  std::uniform_int_distribution<int> ad(-90000, 90000);
+  for (auto [M, D] : std::vector<std::pair<int, int>>{{17, 2560}, {64, 6912}, {3, 333}}) {
+    const int kp = (D + 63) / 64 * 64;
+    for (bool glu : {false, true}) {
+      const int width = glu ? 2 * D : D, ld = width + (D % 4 ? 1 : 4);
+      const size_t n = static_cast<size_t>(M) * ld;
+      const int64_t stride = static_cast<int64_t>(n) + 8;  // parts apart by more than a row block
+      constexpr int kParts = 3;
+      std::vector<int32_t> acc(n), parts(kParts * static_cast<size_t>(stride), 0);
+      for (size_t i = 0; i < n; ++i) {
+        acc[i] = ad(rng);
+        const int32_t a = ad(rng), b = ad(rng);
+        parts[i + stride] = a, parts[i + 2 * stride] = b, parts[i] = acc[i] - a - b;
+      }
+      std::vector<float> inv0(M);
+      for (int m = 0; m < M; ++m) inv0[m] = 1e-4f * static_cast<float>(m + 3);
+      const auto x0 = random_floats(rng, static_cast<size_t>(M) * (glu ? 2 * D : D), 2.0f);
+      const auto nw = random_floats(rng, D, 1.0f);
+      DevBuf<int32_t> dacc(acc), dparts(parts), sq(M), sq2(M);
+      DevBuf<float> dnw(nw), act(static_cast<size_t>(M) * D), x(x0), inv(inv0), x2(x0), inv2(inv0);
+      DevBuf<int8_t> q(static_cast<size_t>(M) * kp), q2(static_cast<size_t>(M) * kp);
+      cuda::PendingSums p;
+      p.ldacc = ld;
+      p.ep.seg_end[0] = glu ? D : D / 3;
+      p.ep.seg_end[1] = glu ? 2 * D : D / 2;
+      p.ep.seg_end[2] = width;
+      p.ep.seg_scale[0] = 0.37f, p.ep.seg_scale[1] = 1.9f, p.ep.seg_scale[2] = 0.05f;
+      p.ep.ldy = glu ? 2 * D : D;
+      p.ep.add = !glu;
+      auto run = [&](const int32_t* a, int np, float* xs, float* is, int8_t* qs, int32_t* ss) {
+        cuda::PendingSums r = p;
+        r.acc = a, r.parts = np, r.part_stride = np > 1 ? stride : 0, r.inv_s = is, r.ep.y = xs;
+        if (glu) cuda::glu_norm_quant_sums(r, M, D, true, dnw.p, 1e-6f, act.p, qs, kp, is, ss, nullptr);
+        else cuda::residual_norm_quant(r, M, D, dnw.p, 1e-6f, qs, kp, is, ss, nullptr);
+      };
+      run(dparts.p, kParts, x.p, inv.p, q.p, sq.p);
+      run(dacc.p, 1, x2.p, inv2.p, q2.p, sq2.p);
+      const std::string what = "M=" + std::to_string(M) + " D=" + std::to_string(D) + " glu " + std::to_string(glu);
+      if (!glu) {  // the residual stream (the GLU of parts runs ternary_epilogue into gate_up's output first)
+        ASSERT_EQ(x.down(), x2.down()) << what;
+      }
+      ASSERT_EQ(q.down(), q2.down()) << what;
+      ASSERT_EQ(inv.down(), inv2.down()) << what;
+      ASSERT_EQ(sq.down(), sq2.down()) << what;
+      // ternary_epilogue alone.
+      DevBuf<float> y(x0), y2(x0), one(inv0);
+      cuda::TernaryEpilogue ep = p.ep;
+      ep.y = y.p;
+      cuda::ternary_epilogue(dparts.p, ld, M, width, one.p, ep, nullptr, kParts, stride);
+      ep.y = y2.p;
+      cuda::ternary_epilogue(dacc.p, ld, M, width, one.p, ep, nullptr);
+      ASSERT_EQ(y.down(), y2.down()) << "ternary_epilogue " << what;
+      // Overlapping parts are refused.
+      EXPECT_THROW(cuda::ternary_epilogue(dparts.p, ld, M, width, one.p, ep, nullptr, kParts, 4), Error) << what;
+    }
+  }
 }
 
 // Pending int8-GEMM sums applied by the next row kernel (residual_norm_quant, glu_norm_quant_sums) give the bits of
