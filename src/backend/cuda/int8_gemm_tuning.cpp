@@ -10,6 +10,8 @@
 #if TRITIUM_HAVE_CUDA
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -32,7 +34,7 @@ constexpr double kPartBytesPerUs = 128.0 * 1.9e3;
 }  // namespace
 
 cuda::Int8GemmConfig CudaBackend::int8_gemm_config(const DevLinear& lin, int rows, bool residual) const {
-  const auto it = gemm_cfg_.find({lin.np8, lin.kp, (rows + 15) / 16 * 16, residual});
+  const auto it = gemm_cfg_.find({lin.np8, lin.kp, cuda::Int8Workspace::padded_rows(rows), residual});
   if (it == gemm_cfg_.end()) return {};
   const cuda::Int8GemmConfig cfg = it->second;
   const int64_t need = cfg.splits * cuda::Int8Workspace::part_stride(rows, lin.np8);
@@ -41,7 +43,7 @@ cuda::Int8GemmConfig CudaBackend::int8_gemm_config(const DevLinear& lin, int row
 
 void CudaBackend::tune_int8_gemms(int M) {
   if (!i8ws_ || layers_.empty()) return;
-  const int Mp = (M + 15) / 16 * 16;
+  const int Mp = cuda::Int8Workspace::padded_rows(M);
   // The distinct shapes among the layers' ternary projections with int8 copies, each with every layer's weights.
   struct Shape {
     int np8, kp;
@@ -61,73 +63,67 @@ void CudaBackend::tune_int8_gemms(int M) {
     }
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (int8 GEMM tuning)");
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  check(cudaEventCreate(&e0), "cudaEventCreate");
-  check(cudaEventCreate(&e1), "cudaEventCreate");
-  cudaGraphExec_t exec = nullptr;
-  auto cleanup = [&] {
-    if (exec) cudaGraphExecDestroy(exec);
-    exec = nullptr;
-  };
-  try {
-    for (const Shape& sh : shapes) {
-      if (gemm_cfg_.count({sh.np8, sh.kp, Mp, sh.residual})) continue;
-      cuda::Int8GemmConfig best{};
-      double best_us = -1.0;
-      for (const int S : kSplits) {
-        if (sh.kp % (16 * S) != 0 || (S > 1 && !sh.residual)) continue;
-        if (static_cast<size_t>(S * cuda::Int8Workspace::part_stride(M, sh.np8)) > acc8_cap_) continue;
-        const int algos = i8ws_->algo_count(sh.np8, sh.kp, M, sh.np8, S);
-        for (int a = 0; a < algos; ++a) {
-          const cuda::Int8GemmConfig cfg{S, a};
-          // One eager call first: an algorithm the shape cannot run throws here, not inside the capture.
-          try {
-            i8ws_->gemm(sh.w[0], sh.np8, sh.kp, xq_, M, acc8_, sh.np8, stream_, 2, cfg);
-            check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (int8 GEMM tuning)");
-          } catch (const Error&) {
-            cudaGetLastError();
-            continue;
-          }
-          cudaGraph_t graph = nullptr;
-          check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-          try {
-            for (const int8_t* w : sh.w) i8ws_->gemm(w, sh.np8, sh.kp, xq_, M, acc8_, sh.np8, stream_, 2, cfg);
-          } catch (...) {
-            cudaStreamEndCapture(stream_, &graph);
-            if (graph) cudaGraphDestroy(graph);
-            throw;
-          }
-          check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
-          const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-          cudaGraphDestroy(graph);
-          check(inst, "cudaGraphInstantiate (int8 GEMM tuning)");
-          std::vector<float> ms;
-          for (int r = 0; r <= kReplays; ++r) {
-            check(cudaEventRecord(e0, stream_), "cudaEventRecord");
-            check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
-            check(cudaEventRecord(e1, stream_), "cudaEventRecord");
-            check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-            float t = 0.0f;
-            check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
-            if (r > 0) ms.push_back(t);
-          }
-          cleanup();
-          std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-          const double us = 1e3 * ms[ms.size() / 2] / static_cast<double>(sh.w.size()) +
-                            (S - 1) * 4.0 * sh.np8 / kPartBytesPerUs;
-          if (best_us < 0 || us < best_us) best_us = us, best = cfg;
-        }
-      }
-      gemm_cfg_[{sh.np8, sh.kp, Mp, sh.residual}] = best;
+  struct EventPair {  // destroyed on every way out
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ~EventPair() {
+      if (e0) cudaEventDestroy(e0);
+      if (e1) cudaEventDestroy(e1);
     }
-  } catch (...) {
-    cleanup();
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    throw;
+  } ev;
+  check(cudaEventCreate(&ev.e0), "cudaEventCreate");
+  check(cudaEventCreate(&ev.e1), "cudaEventCreate");
+  using ExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, decltype(&cudaGraphExecDestroy)>;
+  for (const Shape& sh : shapes) {
+    if (gemm_cfg_.count({sh.np8, sh.kp, Mp, sh.residual})) continue;
+    cuda::Int8GemmConfig best{};
+    double best_us = -1.0;
+    for (const int S : kSplits) {
+      if (sh.kp % (16 * S) != 0 || (S > 1 && !sh.residual)) continue;
+      if (static_cast<size_t>(S * cuda::Int8Workspace::part_stride(M, sh.np8)) > acc8_cap_) continue;
+      const int algos = i8ws_->algo_count(sh.np8, sh.kp, M, sh.np8, S);
+      for (int a = 0; a < algos; ++a) {
+        const cuda::Int8GemmConfig cfg{S, a};
+        // One eager call first: an algorithm the shape cannot run throws here, not inside the capture.
+        try {
+          i8ws_->gemm(sh.w[0], sh.np8, sh.kp, xq_, M, acc8_, sh.np8, stream_, 2, cfg);
+          check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (int8 GEMM tuning)");
+        } catch (const Error&) {
+          cudaGetLastError();
+          continue;
+        }
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        try {
+          for (const int8_t* w : sh.w) i8ws_->gemm(w, sh.np8, sh.kp, xq_, M, acc8_, sh.np8, stream_, 2, cfg);
+        } catch (...) {
+          cudaStreamEndCapture(stream_, &graph);
+          if (graph) cudaGraphDestroy(graph);
+          throw;
+        }
+        check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+        cudaGraphExec_t raw = nullptr;
+        const cudaError_t inst = cudaGraphInstantiate(&raw, graph, 0);
+        cudaGraphDestroy(graph);
+        check(inst, "cudaGraphInstantiate (int8 GEMM tuning)");
+        const ExecPtr exec(raw, &cudaGraphExecDestroy);
+        std::vector<float> ms;
+        for (int r = 0; r <= kReplays; ++r) {
+          check(cudaEventRecord(ev.e0, stream_), "cudaEventRecord");
+          check(cudaGraphLaunch(exec.get(), stream_), "cudaGraphLaunch");
+          check(cudaEventRecord(ev.e1, stream_), "cudaEventRecord");
+          check(cudaEventSynchronize(ev.e1), "cudaEventSynchronize");
+          float t = 0.0f;
+          check(cudaEventElapsedTime(&t, ev.e0, ev.e1), "cudaEventElapsedTime");
+          if (r > 0) ms.push_back(t);  // replay 0 warms up
+        }
+        std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+        const double us = 1e3 * ms[ms.size() / 2] / static_cast<double>(sh.w.size()) +
+                          (S - 1) * 4.0 * sh.np8 / kPartBytesPerUs;
+        if (best_us < 0 || us < best_us) best_us = us, best = cfg;
+      }
+    }
+    gemm_cfg_[{sh.np8, sh.kp, Mp, sh.residual}] = best;
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace tritium::cuda_detail

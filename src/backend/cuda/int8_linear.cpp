@@ -167,7 +167,7 @@ Int8Workspace::LtPlan& Int8Workspace::plan(int np, int kp, int Mp, int64_t ldc, 
 
 int Int8Workspace::algo_count(int np, int kp, int M, int64_t ldc, int splits) {
   try {
-    return static_cast<int>(plan(np, kp, round_up16(M), ldc, splits).algos.size());
+    return static_cast<int>(plan(np, kp, padded_rows(M), ldc, splits).algos.size());
   } catch (const Error&) {
     return 0;
   }
@@ -190,7 +190,7 @@ void Int8Workspace::gemm(const int8_t* w, int np, int kp, const int8_t* xq, int 
   }
   // cuBLASLt's int8 tensor-core kernels want every dimension 16-aligned: run on M rounded up to 16 (the extra
   // columns of the product come from scratch rows past M of xq and land in scratch rows of acc).
-  const int Mp = round_up16(M);
+  const int Mp = padded_rows(M);
   LtPlan* p = nullptr;
   try {
     p = &plan(np, kp, Mp, ldc, cfg.splits);

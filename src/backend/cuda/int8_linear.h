@@ -59,8 +59,10 @@ class Int8Workspace {
   /// round_up(M, 16) x ldc; an algo index past the heuristic's list throws.
   void gemm(const int8_t* w, int np, int kp, const int8_t* xq, int M, int32_t* acc, int64_t ldc, cudaStream_t stream,
             int kind = 0, Int8GemmConfig cfg = {});
-  /// The distance in int32 between the partial sums of a K-split cuBLASLt GEMM of M rows (round_up(M, 16) x ldc).
-  static int64_t part_stride(int M, int64_t ldc) { return static_cast<int64_t>((M + 15) / 16 * 16) * ldc; }
+  /// The rows cuBLASLt runs for M rows: M rounded up to 16 (the rows of a plan, and of a tuned configuration).
+  static int padded_rows(int M) { return (M + 15) / 16 * 16; }
+  /// The distance in int32 between the partial sums of a K-split cuBLASLt GEMM of M rows (padded_rows(M) x ldc).
+  static int64_t part_stride(int M, int64_t ldc) { return static_cast<int64_t>(padded_rows(M)) * ldc; }
   /// How many algorithms cuBLASLt's heuristic offers for the shape (at most kMaxAlgos; 0 when it has none).
   int algo_count(int np, int kp, int M, int64_t ldc, int splits);
   /// Largest batch the automatic choice sends to the dp4a GEMV.

@@ -122,7 +122,7 @@ std::optional<DeviceMemoryInfo> CudaBackend::reserve_device_memory(int64_t max_t
   // step of each size would stall serving once per size.
   if (int8_gemm_) {
     const int top = std::min(max_seqs, kTuneMaxRows);
-    for (int m = kInt8GemmMinRows; m <= top; m = (m + 15) / 16 * 16 + 1) tune_int8_gemms(m);
+    for (int m = kInt8GemmMinRows; m <= top; m = cuda::Int8Workspace::padded_rows(m) + 1) tune_int8_gemms(m);
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   return memory_info(opts_.device);
