@@ -108,8 +108,10 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
   if (path == KernelPath::kRef) return detail::ternary_gemm_i32_ref(w, x, M, acc);
   const detail::TernaryIsa& isa = isa_for(path);
   const int64_t N = w.n, kp = w.kp;
-  // The tiled GEMM over packed rows reads x through pack_x_blocks only; every other kernel reads the padded rows.
-  const bool packed = isa.mm_packed && M >= 2 && !(w.fmt == TernaryFormat::kI2 && M <= isa.max_rows_i2);
+  // Decode batches over i2 weights run rows_i2 (no decoded tile). The tiled GEMM over packed rows reads x through
+  // pack_x_blocks only; every other kernel reads the padded rows.
+  const bool i2_rows = M >= 2 && w.fmt == TernaryFormat::kI2 && M <= isa.max_rows_i2;
+  const bool packed = isa.mm_packed && M >= 2 && !i2_rows;
   const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1, !packed);
   auto store = [&](int64_t t, int64_t m, const int32_t* out) {
     const int32_t sx = px.row_sum[m];
@@ -128,7 +130,7 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
     });
     return;
   }
-  if (w.fmt == TernaryFormat::kI2 && M <= isa.max_rows_i2) {  // decode batches: no decoded tile
+  if (i2_rows) {
     parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
       alignas(64) int32_t out[16 * 16];
       for (int64_t t = t0; t < t1; ++t) {
