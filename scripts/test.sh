@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds tritium twice (Release, then ASan+UBSan) and runs the whole test suite in each, then runs every libFuzzer
+# Runs README command 1 (setup, the Release build of `build`, a generation) and the whole test suite in it, builds
+# again with ASan+UBSan (CPU only) and runs the suite there, then runs every libFuzzer
 # target (tests/fuzz) for FUZZ_SECONDS (default 60) each, from the fixed libFuzzer seed FUZZ_SEED (default 1).
 # Usage: scripts/test.sh            (TRITIUM_TEST_DATA defaults to ../shared beside the checkout)
 set -euo pipefail
@@ -10,15 +11,11 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Reuse compiled objects across checkouts in different folders (CI clones into a new one each time).
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)} CCACHE_NOHASHDIR=1
 export TRITIUM_TEST_DATA=${TRITIUM_TEST_DATA:-$(cd .. && pwd)/shared}
-# The CUDA backend is compiled (sm_90 only) when nvcc is present; its tests skip without a GPU.
-if [ -z "${TRITIUM_CUDA:-}" ]; then
-  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then TRITIUM_CUDA=ON; else TRITIUM_CUDA=OFF; fi
-fi
-CUDA_FLAG=$TRITIUM_CUDA
 
-echo "== Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRITIUM_CUDA="$CUDA_FLAG" -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build -j "$JOBS"
+# README command 1, as a newcomer types it (tools/readme_command.py reads it from README.md): setup, configure with
+# the default options (the CUDA backend for every default architecture when nvcc is found), build, generate.
+echo "== README command 1: $(python3 tools/readme_command.py 1)"
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS bash -c "$(python3 tools/readme_command.py 1)"
 (cd build && ctest --output-on-failure -j 2 --timeout 900)
 
 echo "== ASan + UBSan build"

@@ -1,5 +1,6 @@
 // tritium generate: stream a completion of a prompt to stdout; figures on stderr.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 
@@ -17,6 +18,7 @@ struct GenerateArgs {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool token_ids = false;
   std::string kv_dtype = "auto";
 };
 
@@ -35,11 +37,13 @@ int run(const GenerateArgs& a) {
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
   GenerateStats st;
-  gen.generate(ids, go, [](const std::string& s) {
+  const std::vector<int32_t> out = gen.generate(ids, go, [](const std::string& s) {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   }, &st);
   std::fputc('\n', stdout);
+  if (a.token_ids) fmt::print(stderr, "token ids: {{\"prompt\": [{}], \"generated\": [{}]}}\n", fmt::join(ids, ", "),
+                              fmt::join(out, ", "));
   const double pf = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
   const double dec = st.decode_seconds > 0 && st.generated_tokens > 1 ? (st.generated_tokens - 1) / st.decode_seconds : 0;
   fmt::print(stderr,
@@ -59,6 +63,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   add_sampling_options(sub, a->sampling);
   sub->add_option("--stop", a->stop, "stop string (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after EOS");
+  sub->add_flag("--token-ids", a->token_ids,
+                "also print the prompt's and the generated token ids on stderr, as one JSON line after 'token ids: '");
   sub->add_option("--kv-cache-dtype", a->kv_dtype,
                   "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, fp8, int8");
   runners()[sub] = [a] { return run(*a); };

@@ -26,11 +26,9 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("--outlier-threshold", o.outlier_threshold, "LLM.int8() outlier threshold alpha (default 6.0)");
   app->add_option("--ternary-threshold", o.ternary_threshold, "ternary-threshold t (default: 0.7 mean|w| per tensor)");
   app->add_option("--lm-head", o.lm_head,
-                  fmt::format("output head storage: auto, f32, bf16 (exact: the f32 results at half the memory), int8 "
-                              "(per-row int8), q6 (6-bit, groups of 32), q4 (4-bit, groups of 32); default auto = {} "
-                              "for ternary models on the CPU (the fastest within 0.3% of bf16 perplexity), else bf16 "
-                              "as stored; f32 on a GPU",
-                              kTernaryDefaultHead));
+                  "output head storage: auto, f32, bf16 (exact: the f32 results at half the memory), and the lossy, "
+                  "faster int8 (per-row int8), q6 (6-bit, groups of 32), q4 (4-bit, groups of 32); default auto = "
+                  "the head as the checkpoint stores it (bf16 as published) on the CPU, f32 on a GPU (exact)");
   app->add_option("--device", o.device, "where the forward runs: cpu, cuda or cuda:N");
   app->add_option("--tensor-parallel,--tp", o.tensor_parallel,
                   "split the model over N GPUs (one process each, NCCL; needs --device cuda; cuda:K starts at GPU K)")

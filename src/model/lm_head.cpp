@@ -16,10 +16,9 @@ const std::vector<std::string>& lm_head_kind_names() {
   return k;
 }
 
-std::string resolve_lm_head_kind(const std::string& requested, bool ternary_model, bool stored_bf16) {
+std::string resolve_lm_head_kind(const std::string& requested, bool stored_bf16) {
   if (requested.empty()) return "f32";
   if (requested != "auto") return requested;
-  if (ternary_model) return kTernaryDefaultHead;
   return stored_bf16 ? "bf16" : "f32";
 }
 

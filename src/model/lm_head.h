@@ -15,13 +15,11 @@ namespace tritium {
 /// The lm_head storage names LoadOptions::lm_head accepts: "auto", "f32", "bf16", "int8", "q6", "q4".
 const std::vector<std::string>& lm_head_kind_names();
 
-/// The head format "auto" gives ternary (BitNet) models: the fastest format whose perplexity stays within 0.3%
-/// of the bf16 head on the golden texts (bench/RESULTS.md, "Output head formats").
-inline constexpr const char* kTernaryDefaultHead = "q6";
-
-/// The concrete format of a requested one: "" -> "f32"; "auto" -> kTernaryDefaultHead for a ternary model, else
-/// "bf16" when the weights are stored in bf16, else "f32"; any other name is returned unchanged.
-std::string resolve_lm_head_kind(const std::string& requested, bool ternary_model, bool stored_bf16);
+/// The concrete format of a requested one: "" -> "f32"; "auto" -> the head as the checkpoint stores it ("bf16" when
+/// stored in bf16, else "f32"), so that the default output equals the model's reference implementation; any other
+/// name is returned unchanged. The smaller heads (int8, q6, q4) change some greedy tokens at near-ties and are
+/// opt-in only (bench/RESULTS.md, "Output head formats").
+std::string resolve_lm_head_kind(const std::string& requested, bool stored_bf16);
 
 /// Builds an output head from float32 weights w [V, H] in the given storage ("f32", "bf16", "int8", "q6", "q4").
 /// Throws tritium::Error on an unknown kind or a shape the kind cannot hold (q6 and q4 need H % 64 == 0).

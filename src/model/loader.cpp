@@ -258,7 +258,7 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
   if (!c.tie_word_embeddings && !has_head) fail("{}: weight 'lm_head.weight' is missing", c.model_dir);
   Embedding embed = ws.table("model.embed_tokens.weight", V, H);
   Embedding head_table = tied ? embed : ws.table("lm_head.weight", V, H);
-  const std::string head_kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, head_table.is_bf16());
+  const std::string head_kind = resolve_lm_head_kind(opts.lm_head, head_table.is_bf16());
   if (tied && head_kind == "f32" && embed.is_bf16()) {
     // A float32 head tied to the embedding: both read one float32 table.
     const bool mapped = !embed.owner();

@@ -26,7 +26,7 @@ struct LoadOptions {
   /// embedding table, what the GPU backend uploads), "bf16" (as stored, read in place; a tied head shares the
   /// embedding's bf16 table; the same results as f32), "int8" (per-row absmax int8 weights, per-token int8
   /// activations: LLM.int8() vector-wise), "q6" (src/formats/q6_rows.h), "q4" (src/formats/q4_rows.h), "auto"
-  /// (kTernaryDefaultHead for ternary models, else bf16 when stored in bf16, else f32). Unless the head is a tied
+  /// (the head as stored: bf16 when stored in bf16, else f32). Unless the head is a tied
   /// f32 one, a bf16 embedding table stays in the mapped file and a lookup widens one row.
   std::string lm_head;
   /// For tritium models (`tritium convert` output): repack ternary weights into ternary_format even when the

@@ -406,7 +406,7 @@ std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const W
   const std::string hkind = hj.is_object() && hj.contains("kind") && hj["kind"].is_string() ? hj["kind"].get<std::string>() : "";
   const bool keep_stored = opts.lm_head.empty() || opts.lm_head == "auto";
   if (hkind == "tied") {
-    const std::string kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, embed.is_bf16());
+    const std::string kind = resolve_lm_head_kind(opts.lm_head, embed.is_bf16());
     if (kind == "f32" && embed.is_bf16()) {
       // A float32 head tied to the embedding: both read one float32 table.
       const Embedding widened = Embedding::f32(embed.f32_table(), V, H);
@@ -417,7 +417,7 @@ std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const W
   } else if (hkind == "float") {
     const TensorView* ht = ws.find("lm_head.weight");
     const bool bf16 = ht && ht->dtype == DType::BF16;
-    const std::string kind = resolve_lm_head_kind(opts.lm_head, c.bitnet_quant, bf16);
+    const std::string kind = resolve_lm_head_kind(opts.lm_head, bf16);
     if (kind == "bf16" && bf16)
       head = std::make_unique<Bf16Linear>(reinterpret_cast<const uint16_t*>(rd.tensor(ht->name, DType::BF16, {V, H}).data), V, H);
     else if (kind == "bf16" || kind == "f32")

@@ -50,6 +50,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Transformer> mp, const CudaOption
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   TRITIUM_CHECK(o.device >= 0 && o.device < count, "CUDA backend: device {} not present ({} devices)", o.device,
                 count);
+  cuda::require_kernel_image(o.device);
   check(cudaSetDevice(o.device), "cudaSetDevice");
   TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
                 c_.head_dim);

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <string>
 
 #include "core/error.h"
 #include "kernels/cuda/kernels.h"
@@ -53,6 +54,36 @@ int sm_count() {
   }
   if (cached) known[dev].store(sms, std::memory_order_relaxed);
   return sms;
+}
+
+// A kernel whose image is missing fails only at its first launch ("no kernel image is available"), deep inside a
+// forward; asking once at start-up gives the user one line naming the device and the configure flag instead.
+const char* built_architectures() {
+#ifdef TRITIUM_CUDA_ARCHS
+  return TRITIUM_CUDA_ARCHS;
+#else
+  return "unknown";
+#endif
+}
+
+void require_kernel_image(int device) {
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
+  const std::string cc = std::to_string(p.major) + std::to_string(p.minor);
+  if (p.major < 8)
+    fail("CUDA device {} ({}) is sm_{}: tritium's GPU kernels need sm_80 (Ampere) or newer; use --device cpu", device,
+         p.name, cc);
+  int cur = 0;
+  check(cudaGetDevice(&cur), "cudaGetDevice");
+  check(cudaSetDevice(device), "cudaSetDevice");
+  const cudaError_t err = probe_kernel_image();
+  check(cudaSetDevice(cur), "cudaSetDevice");
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+      err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx)
+    fail("CUDA device {} ({}) is sm_{}, but this binary has GPU code for the architectures '{}' only: "
+         "configure with -DCMAKE_CUDA_ARCHITECTURES={} (or add {} to the list) and rebuild",
+         device, p.name, cc, built_architectures(), cc, cc);
+  check(err, "kernel image check");
 }
 
 void set_dependent_launch(bool on) { g_dependent_launch.store(on); }

@@ -29,6 +29,17 @@ void check_launch(const char* what);
 /// overlap it; results are unchanged). Process-wide; set it before capturing graphs.
 void set_dependent_launch(bool on);
 bool dependent_launch();
+/// Makes sure this binary carries GPU code for `device`: throws tritium::Error with one line naming the device's
+/// compute capability, the architectures built in (CMAKE_CUDA_ARCHITECTURES) and the configure flag that adds it,
+/// when the device is older than sm_80 (the kernels need cp.async and int8 mma.sync) or no kernel image or PTX in
+/// the binary loads on it.
+void require_kernel_image(int device);
+/// The CUDA architectures this binary was built for, as CMake was given them, space-separated ("80-real 86-real ...").
+const char* built_architectures();
+/// cudaFuncGetAttributes of an empty kernel on the current device: cudaErrorNoKernelImageForDevice (or an invalid
+/// PTX error) when no code in the binary loads there, else cudaSuccess.
+cudaError_t probe_kernel_image();
+
 /// Multiprocessors of the current device, asked once per device (132, an H100 / H200's, when it cannot be read).
 int sm_count();
 

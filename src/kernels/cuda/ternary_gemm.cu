@@ -238,6 +238,7 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
     }, [] {});
     return;
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Split K: block z of the cluster adds up the S partial tiles over its tokens (in block order) and stores them.
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
@@ -262,6 +263,10 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
   });
   // No block leaves while another still reads its shared memory.
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  // Thread-block clusters exist from sm_90 on; the host launches a K split only there (tiled_gemm_split_for).
+  __trap();
+#endif
 }
 
 }  // namespace
