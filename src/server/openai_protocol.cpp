@@ -115,7 +115,84 @@ std::string render_chat(const json& b, const ProtocolContext& ctx) {
   return text;
 }
 
+/// nlohmann's DOM builder behind a nesting count: an object or array that opens past the bound stops the parse at
+/// once (sax_parse returns false). Parse errors are kept as text instead of thrown.
+class BoundedDomSax {
+ public:
+  BoundedDomSax(json& out, int max_depth) : dom_(out, false), max_depth_(max_depth) {}
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) { return open() && dom_.start_object(n); }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return open() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool key(json::string_t& k) {
+    if (depth_ == 1) top_key_ = k;
+    return dom_.key(k);
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+
+  bool too_deep() const { return too_deep_; }
+  const std::string& error() const { return error_; }
+  /// The member of the top-level object being read when the parse stopped ("" outside one).
+  const std::string& top_key() const { return top_key_; }
+
+ private:
+  bool open() {
+    if (++depth_ <= max_depth_) return true;
+    too_deep_ = true;
+    error_ = fmt::format("nested deeper than {} levels (objects and arrays)", max_depth_);
+    return false;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  int max_depth_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+  std::string error_, top_key_;
+};
+
 }  // namespace
+
+bool parse_json_bounded(std::string_view text, json& out, std::string& error, bool* too_deep, int max_depth) {
+  out = nullptr;
+  BoundedDomSax sax(out, max_depth);
+  const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &sax);
+  if (too_deep) *too_deep = sax.too_deep();
+  if (ok) return true;
+  out = nullptr;  // a partial document (at most max_depth deep) is dropped
+  error = sax.error().empty() ? "parse error" : sax.error();
+  return false;
+}
+
+json parse_client_json(std::string_view text, const std::string& param) {
+  json out;
+  BoundedDomSax sax(out, kMaxJsonDepth);
+  if (json::sax_parse(text.data(), text.data() + text.size(), &sax)) return out;
+  out = nullptr;
+  if (sax.too_deep()) {
+    // The body: the top-level member being read names the field; a field's own document: that field.
+    const std::string field = param.empty() ? sax.top_key() : param;
+    bad(field, fmt::format("{} {}", field.empty() ? std::string("the JSON body") : fmt::format("'{}'", field),
+                           sax.error()));
+  }
+  if (param.empty()) bad("", fmt::format("malformed JSON body: {}", sax.error()));
+  bad(param, fmt::format("'{}' is not valid JSON: {}", param, sax.error()));
+}
 
 json error_json(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};

@@ -64,6 +64,8 @@ bool to_call(const json& j, const char* args_key, ToolCall& out) {
 }
 }  // namespace
 
+// Calls in the output are parsed with the request bodies' nesting bound (parse_json_bounded): output nested
+// deeper than that is not a call, and no later copy or dump of it recurses past the bound.
 std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax syntax, std::string& content) {
   std::vector<ToolCall> calls;
   content = text;
@@ -75,9 +77,11 @@ std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax s
       if (a == std::string::npos) break;
       const size_t b = text.find("</tool_call>", a);
       if (b == std::string::npos) break;
-      const json j = json::parse(text.substr(a + 11, b - a - 11), nullptr, false);
+      json j;
+      std::string error;
       ToolCall c;
-      if (j.is_discarded() || !to_call(j, "arguments", c)) break;
+      if (!parse_json_bounded(std::string_view(text).substr(a + 11, b - a - 11), j, error) || !to_call(j, "arguments", c))
+        break;
       rest += text.substr(pos, a - pos);
       calls.push_back(std::move(c));
       pos = b + 12;
@@ -86,9 +90,10 @@ std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax s
   } else if (syntax == ToolCallSyntax::kLlama3) {
     std::string t = trim(text);
     if (t.rfind("<|python_tag|>", 0) == 0) t = trim(t.substr(14));
-    const json j = json::parse(t, nullptr, false);
+    json j;
+    std::string error;
     ToolCall c;
-    if (!j.is_discarded() && to_call(j, "parameters", c)) {
+    if (parse_json_bounded(t, j, error) && to_call(j, "parameters", c)) {
       calls.push_back(std::move(c));
       content.clear();
     }
