@@ -1,5 +1,6 @@
 // Request bodies the server refuses with a 400 naming the field: JSON nested past the depth bound (refused while
-// parsing, in every field that takes a schema, fast, and with the server serving on).
+// parsing, in every field that takes a schema, fast, and with the server serving on), unknown message roles,
+// malformed tools and tool parameter schemas, empty stop strings, token ids past INT64_MAX.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -155,4 +156,115 @@ TEST(OpenAiLimits, DeepRequestsGet400FastAndTheServerServesOn) {
   EXPECT_EQ(st, 400);
   EXPECT_EQ(r["error"]["param"], "guided_json");
   EXPECT_NE(r["error"]["message"].get<std::string>().find("nested deeper than 32 levels"), std::string::npos) << r.dump();
+}
+
+class OpenAiValidation : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { f_ = new Fixture(); }
+  static void TearDownTestSuite() {
+    delete f_;
+    f_ = nullptr;
+  }
+  static Fixture* f_;
+
+  /// Posts `body` and expects a 400 whose param is `param`; returns the error message.
+  static std::string refused(const std::string& path, const json& body, const std::string& param) {
+    auto c = f_->client();
+    int st = 0;
+    const json r = post(c, path, body, &st);
+    EXPECT_EQ(st, 400) << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << r.dump();
+    return r["error"]["message"].is_string() ? r["error"]["message"].get<std::string>() : "";
+  }
+};
+Fixture* OpenAiValidation::f_ = nullptr;
+
+TEST_F(OpenAiValidation, UnknownMessageRoleIsRefused) {
+  const json msgs = {{{"role", "system"}, {"content", "be brief"}}, {{"role", "wizard"}, {"content", "hi"}}};
+  const std::string m = refused("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 2}}, "messages");
+  EXPECT_NE(m.find("messages[1].role \"wizard\""), std::string::npos) << m;
+  // /tokenize renders messages the same way.
+  refused("/tokenize", {{"messages", msgs}}, "messages");
+  // The known roles render.
+  auto c = f_->client();
+  int st = 0;
+  const json ok = post(c, "/v1/chat/completions",
+                       json{{"messages", {{{"role", "developer"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hi"}}}},
+                            {"max_tokens", 2}},
+                       &st);
+  EXPECT_EQ(st, 200) << ok.dump();
+}
+
+TEST_F(OpenAiValidation, ToolsMustBeAnArrayOfToolObjects) {
+  const json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  std::string m = refused("/v1/chat/completions", {{"messages", msgs}, {"tools", "abc"}}, "tools");
+  EXPECT_NE(m.find("tools: must be an array"), std::string::npos) << m;
+  m = refused("/v1/chat/completions", {{"messages", msgs}, {"tools", {"abc"}}}, "tools");
+  EXPECT_NE(m.find("tools[0]"), std::string::npos) << m;
+  m = refused("/v1/chat/completions", {{"messages", msgs}, {"tools", {{{"type", "function"}, {"function", {{"name", 5}}}}}}},
+              "tools");
+  EXPECT_NE(m.find("tools[0].function.name"), std::string::npos) << m;
+}
+
+TEST_F(OpenAiValidation, ToolParametersMustBeAJsonSchema) {
+  const json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  auto tool = [](const json& params) {
+    return json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", params}}}}});
+  };
+  std::string m = refused("/v1/chat/completions",
+                          {{"messages", msgs}, {"tools", tool({{"type", "nonsense"}, {"properties", 5}})}}, "tools");
+  EXPECT_NE(m.find("tools[0].function.parameters.type"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"nonsense\" is not a JSON Schema type name"), std::string::npos) << m;
+  m = refused("/v1/chat/completions", {{"messages", msgs}, {"tools", tool({{"type", "object"}, {"properties", 5}})}},
+              "tools");
+  EXPECT_NE(m.find("tools[0].function.parameters.properties: must be an object of schemas"), std::string::npos) << m;
+  // Deeper inside the schema, and a parameters value that is not an object at all.
+  m = refused("/v1/chat/completions",
+              {{"messages", msgs},
+               {"tools", tool({{"type", "object"}, {"properties", {{"city", {{"type", "strin"}}}}}})}},
+              "tools");
+  EXPECT_NE(m.find("tools[0].function.parameters.properties.city.type"), std::string::npos) << m;
+  m = refused("/v1/chat/completions", {{"messages", msgs}, {"tools", tool("abc")}}, "tools");
+  EXPECT_NE(m.find("tools[0].function.parameters: must be a JSON Schema object"), std::string::npos) << m;
+  // A well-formed tool (with keywords the grammar does not compile, which tool_choice "auto" never needs) is fine.
+  auto c = f_->client();
+  int st = 0;
+  const json ok = post(c, "/v1/chat/completions",
+                       json{{"messages", msgs},
+                            {"max_tokens", 2},
+                            {"tools", tool({{"type", "object"},
+                                            {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", {"integer", "null"}}, {"minimum", 1}}}}},
+                                            {"required", {"city"}}})}},
+                       &st);
+  EXPECT_EQ(st, 200) << ok.dump();
+}
+
+TEST_F(OpenAiValidation, EmptyStopStringsAreRefused) {
+  std::string m = refused("/v1/completions", {{"prompt", "hi"}, {"stop", {""}}}, "stop");
+  EXPECT_NE(m.find("'stop' strings must not be empty (stop[0]"), std::string::npos) << m;
+  m = refused("/v1/completions", {{"prompt", "hi"}, {"stop", {"\n", ""}}}, "stop");
+  EXPECT_NE(m.find("stop[1]"), std::string::npos) << m;
+  m = refused("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stop", ""}}, "stop");
+  EXPECT_NE(m.find("must not be an empty string"), std::string::npos) << m;
+}
+
+TEST_F(OpenAiValidation, TokenIdsPastInt64AreReportedWithTheirValue) {
+  const uint64_t big = uint64_t{1} << 63;
+  for (const auto& [path, body, param] :
+       std::vector<std::tuple<std::string, json, std::string>>{
+           {"/v1/completions", {{"prompt", {big}}}, "prompt"},
+           {"/v1/completions", {{"prompt", {{1, 2}, {3, big}}}}, "prompt"},
+           {"/detokenize", {{"tokens", {big}}}, "tokens"},
+           {"/v1/completions", {{"prompt", "hi"}, {"stop_token_ids", {big}}}, "stop_token_ids"},
+           {"/v1/completions", {{"prompt", "hi"}, {"allowed_token_ids", {big}}}, "allowed_token_ids"}}) {
+    ASSERT_NE(body.dump().find("9223372036854775808"), std::string::npos);  // sent as the unsigned number
+    const std::string m = refused(path, body, param);
+    EXPECT_NE(m.find("token id 9223372036854775808 is outside the vocabulary"), std::string::npos) << path << ": " << m;
+    EXPECT_EQ(m.find('-'), std::string::npos) << m;
+  }
+  std::string m = refused("/detokenize", {{"tokens", {UINT64_MAX}}}, "tokens");
+  EXPECT_NE(m.find("token id 18446744073709551615"), std::string::npos) << m;
+  // The same for integer fields: the value as sent.
+  m = refused("/v1/completions", {{"prompt", "hi"}, {"max_tokens", big}}, "max_tokens");
+  EXPECT_NE(m.find("got 9223372036854775808"), std::string::npos) << m;
 }
