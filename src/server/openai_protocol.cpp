@@ -301,10 +301,12 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
       r.prompts.push_back(std::move(ids));
       r.prompt_texts.push_back(s);
     };
-    // A token-id prompt's text (for echo) is its decoding, special tokens included.
+    // A token-id prompt's text (for echo) is its decoding, special tokens skipped unless the request sets
+    // skip_special_tokens false (vLLM decodes the echoed prompt with the request's skip_special_tokens).
+    const bool skip_special = get_bool(b, "skip_special_tokens", true);
     auto add_ids = [&](const json& a) {
       r.prompts.push_back(token_list(a, "prompt", vocab));
-      r.prompt_texts.push_back(tok.decode(r.prompts.back(), false));
+      r.prompt_texts.push_back(tok.decode(r.prompts.back(), skip_special));
     };
     if (p.is_string()) {
       add_text(p.get<std::string>());

@@ -1,6 +1,7 @@
 // Request bodies the server refuses with a 400 naming the field: JSON nested past the depth bound (refused while
 // parsing, in every field that takes a schema, fast, and with the server serving on), unknown message roles,
-// malformed tools and tool parameter schemas, empty stop strings, token ids past INT64_MAX.
+// malformed tools and tool parameter schemas, empty stop strings, token ids past INT64_MAX; and the echoed text of
+// a token-id prompt with and without its special tokens.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -267,4 +268,34 @@ TEST_F(OpenAiValidation, TokenIdsPastInt64AreReportedWithTheirValue) {
   // The same for integer fields: the value as sent.
   m = refused("/v1/completions", {{"prompt", "hi"}, {"max_tokens", big}}, "max_tokens");
   EXPECT_NE(m.find("got 9223372036854775808"), std::string::npos) << m;
+}
+
+// As vLLM (skip_special_tokens defaults to true): the echoed prompt of token ids leaves out BOS and other special
+// tokens, unless the request sets skip_special_tokens false.
+TEST_F(OpenAiValidation, EchoOfTokenIdPromptSkipsSpecialTokens) {
+  std::vector<int32_t> ids = f_->tok->encode("The old man sat by the fire", true);
+  ASSERT_FALSE(ids.empty());
+  ASSERT_EQ(ids[0], 0);
+  ASSERT_TRUE(f_->tok->is_special(0));
+  const std::string bos_text = f_->tok->decode({0}, false);
+  ASSERT_EQ(bos_text, "<|begin_of_text|>");
+  auto c = f_->client();
+  int st = 0;
+  json r = post(c, "/v1/completions", json{{"prompt", ids}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 0}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  std::string text = r["choices"][0]["text"];
+  EXPECT_EQ(text, "The old man sat by the fire");
+  EXPECT_EQ(text.find(bos_text), std::string::npos);
+  r = post(c, "/v1/completions",
+           json{{"prompt", ids}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 0}, {"skip_special_tokens", false}}, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  text = r["choices"][0]["text"];
+  EXPECT_EQ(text, bos_text + "The old man sat by the fire");
+  // Streamed: the first chunk carries the echo, also without BOS.
+  auto s = c.Post("/v1/completions", json{{"prompt", ids}, {"echo", true}, {"max_tokens", 1}, {"stream", true}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  EXPECT_NE(s->body.find("The old man sat by the fire"), std::string::npos) << s->body;
+  EXPECT_EQ(s->body.find(bos_text), std::string::npos) << s->body;
 }
