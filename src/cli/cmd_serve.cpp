@@ -1,6 +1,7 @@
 // tritium serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +40,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   std::string max_body = "4MiB";
   int64_t max_pending = 4096;
-  int max_connections = 1000;
+  int max_connections = 0;  // 0: default_max_connections() of the file-descriptor limit
   int http_threads = 4;
   double keep_alive_timeout = 5;
   double header_timeout = 10;
@@ -50,12 +51,27 @@ struct ServeArgs {
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
 /// Each connection is a file descriptor: lift the soft limit to the hard one so that --max-connections holds.
-void raise_fd_limit() {
+/// Returns the soft limit in force afterwards (0 when it cannot be read; RLIM_INFINITY as a large number).
+uint64_t raise_fd_limit() {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
   }
+  return static_cast<uint64_t>(rl.rlim_cur);
+}
+
+/// --max-connections when not given: the file-descriptor limit less 1/8 of it (at least 256) for the model's
+/// files, the listening socket, logs and the engine's own descriptors, at most 65,536 (each open connection also
+/// holds two 4 KiB buffers) and at least 64. A connection over the cap replaces the longest-idle one, so the cap
+/// bounds memory and descriptors rather than who gets served.
+int default_max_connections(uint64_t fd_limit) {
+  if (fd_limit == 0) return 1000;
+  const uint64_t headroom = std::max<uint64_t>(256, fd_limit / 8);
+  const uint64_t n = fd_limit > headroom ? fd_limit - headroom : 0;
+  return static_cast<int>(std::clamp<uint64_t>(n, 64, 65536));
 }
 
 /// "123", "64KiB", "512MiB", "2GiB", "1.5G" -> bytes. Throws tritium::Error on anything else.
@@ -144,11 +160,11 @@ int run(const ServeArgs& a) {
   sc.http.host = a.host;
   sc.http.port = a.port;
   sc.http.max_body_bytes = parse_bytes(a.max_body, "--max-body-size");
-  sc.http.max_connections = a.max_connections;
   sc.http.io_threads = a.http_threads;
   sc.http.keep_alive_timeout = seconds(a.keep_alive_timeout);
   sc.http.header_timeout = seconds(a.header_timeout);
-  raise_fd_limit();
+  const uint64_t fd_limit = raise_fd_limit();
+  sc.http.max_connections = a.max_connections > 0 ? a.max_connections : default_max_connections(fd_limit);
   sc.api_key = a.api_key;
   sc.allowed_origins = a.allowed_origins;
   sc.model_name = a.served_model_name.empty() ? server::default_model_id(lm.dir) : a.served_model_name;
@@ -159,6 +175,8 @@ int run(const ServeArgs& a) {
   fmt::print(stderr, "serving {} ({}) on http://{}:{} (model loaded in {:.2f} s; endpoints /v1/completions "
                      "/v1/chat/completions /v1/models /health /metrics)\n",
              sc.model_name, lm.backend->name(), a.host, port, lm.load_seconds);
+  fmt::print(stderr, "HTTP: at most {} open connections (file-descriptor limit {}); past it a new connection "
+                     "replaces the longest-idle one\n", sc.http.max_connections, fd_limit);
 
   std::thread sig_thread([&] {
     int sig = 0;
@@ -209,7 +227,9 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_option("--max-body-size", a->max_body, "largest request body (default 4MiB; larger -> 413)");
   sub->add_option("--max-pending", a->max_pending, "requests in flight at most (more -> 429)")->check(CLI::Range(1, 1 << 30));
   sub->add_option("--chat-template", a->chat_template, "a Jinja chat template file to use instead of the model's");
-  sub->add_option("--max-connections", a->max_connections, "open HTTP connections at most (more -> 503; default 1000)")
+  sub->add_option("--max-connections", a->max_connections, "open HTTP connections at most; past it a new connection replaces the one idle longest (waiting for "
+                  "a request), and gets 503 only when none is idle (default: the file-descriptor limit less 1/8 of it, "
+                  "at least 256 kept, within 64..65536)")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--http-threads", a->http_threads, "threads of the HTTP event loop (default 4)")->check(CLI::Range(1, 256));
   sub->add_option("--keep-alive-timeout", a->keep_alive_timeout, "seconds an idle connection is kept (default 5)")

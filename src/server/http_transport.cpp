@@ -92,9 +92,17 @@ struct Shared {
   HttpHandler handler;
   ErrorBody error_body = plain_error;
   std::atomic<int> connections{0};
+  std::atomic<int> evicting{0};  ///< connections chosen to make room for a new one and not yet gone
   std::atomic<bool> stopping{false};
   std::mutex mu;
   std::list<std::weak_ptr<Session>> sessions;  ///< open ones, for stop()
+  /// Connections waiting for a request's first byte, longest waiting first (under mu): the ones a new
+  /// connection may replace at the connection cap.
+  std::list<std::weak_ptr<Session>> idle;
+
+  /// At the cap: closes the connection that has waited longest for a request's first byte, so that a new one can
+  /// be admitted. False when every connection has a request being read or answered.
+  bool evict_longest_idle();
 };
 
 /// One connection. Every member runs on the connection's strand (the socket's executor).
@@ -104,6 +112,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() {
     --sh_->connections;
     std::lock_guard lk(sh_->mu);
+    if (evicted_) --sh_->evicting;
+    if (idle_it_) sh_->idle.erase(*idle_it_);
     sh_->sessions.erase(it_);
   }
 
@@ -155,6 +165,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     if (state_ == State::kClosed) return;
+    leave_idle();
     state_ = State::kClosed;
     on_disconnect_ = nullptr;
     out_.clear();
@@ -176,13 +187,40 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     configure(*parser_, sh_->cfg);
     if (buf_.size() > 0) return read_header();  // a pipelined request is already here
+    enter_idle();
     stream_.expires_after(sh_->cfg.keep_alive_timeout);
     stream_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      if (ec) return self->close();
+      // A connection chosen for eviction closes even when its first byte arrived meanwhile (its slot is taken).
+      if (!self->leave_idle() || ec) return self->close();
       self->buf_.commit(n);
       self->read_header();
     });
   }
+
+  // The idle list (Shared::idle): a connection is on it from the start of its wait for a request's first byte
+  // until that byte arrives or it closes. Only connections on it are ever evicted, so a request being read,
+  // handled or answered is never cut off to admit another connection.
+  void enter_idle() {
+    std::lock_guard lk(sh_->mu);
+    if (!evicted_ && !idle_it_) idle_it_ = sh_->idle.insert(sh_->idle.end(), weak_from_this());
+  }
+  /// Takes the connection off the idle list; false when it was evicted (it must close).
+  bool leave_idle() {
+    std::lock_guard lk(sh_->mu);
+    if (idle_it_) sh_->idle.erase(*idle_it_);
+    idle_it_.reset();
+    return !evicted_;
+  }
+
+ public:
+  /// Under Shared::mu: marks the connection evicted and takes it off the idle list (its close is posted by the
+  /// caller).
+  void mark_evicted() {
+    evicted_ = true;
+    idle_it_.reset();
+  }
+
+ private:
 
   void read_header() {
     stream_.expires_after(sh_->cfg.header_timeout);
@@ -320,7 +358,30 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void()> on_disconnect_;
   std::shared_ptr<void> held_;
   char scratch_[4096];
+  // Guarded by Shared::mu (the acceptor's thread reads them to choose a connection to evict).
+  std::optional<std::list<std::weak_ptr<Session>>::iterator> idle_it_;
+  bool evicted_ = false;
 };
+
+bool Shared::evict_longest_idle() {
+  std::shared_ptr<Session> victim;
+  {
+    std::lock_guard lk(mu);
+    // An entry that no longer locks belongs to a session being destroyed: its destructor erases it.
+    for (auto it = idle.begin(); it != idle.end(); ++it) {
+      victim = it->lock();
+      if (victim) {
+        idle.erase(it);
+        break;
+      }
+    }
+    if (!victim) return false;
+    victim->mark_evicted();
+    ++evicting;
+  }
+  victim->run([](Session& s) { s.close(); });
+  return true;
+}
 
 /// The Responder of one request: forwards to its session's strand, tagged with the request number.
 class Exchange : public Responder {
@@ -377,7 +438,11 @@ struct HttpTransport::Impl {
         });
         return;
       }
-      if (sh->connections.load() >= sh->cfg.max_connections || sh->stopping) {
+      // At the cap a new connection replaces the one that has waited longest for a request (as nginx reuses
+      // keep-alive connections); only when every connection has a request in progress is it answered 503.
+      // Connections already chosen for eviction no longer count.
+      const bool full = sh->connections.load() - sh->evicting.load() >= sh->cfg.max_connections;
+      if (sh->stopping || (full && !sh->evict_longest_idle())) {
         reject(s);
       } else {
         std::make_shared<Session>(std::move(s), sh)->start();

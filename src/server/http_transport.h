@@ -10,7 +10,10 @@
 //   - while a request is being answered the socket is watched for EOF / reset, so a client that goes away is
 //     reported to the handler (Responder::on_disconnect) whether or not it streams;
 //   - a write that makes no progress for write_timeout closes the connection.
-// Connections past max_connections get 503 and are closed at once. Boost.Beast 1.74 (header-only, Debian's
+// Admission at max_connections: a new connection replaces the open one that has waited longest for a request's
+// first byte (fresh or keep-alive; never one whose request is being read, handled or answered), which is closed;
+// only when no connection is waiting does the new one get 503 and close at once. An idle-connection flood
+// therefore cannot lock out new clients or /health. Boost.Beast 1.74 (header-only, Debian's
 // libboost-dev); RFC 9112 for the message syntax and chunked encoding.
 #pragma once
 
@@ -30,7 +33,7 @@ struct TransportConfig {
   std::string host = "127.0.0.1";
   int port = 8000;                 ///< 0 = an ephemeral port (tests)
   int io_threads = 4;              ///< threads running the event loop (handlers run on them; they must not block)
-  int max_connections = 1000;      ///< open connections at most; more are answered 503 and closed
+  int max_connections = 1000;      ///< open connections at most (see the admission rule above)
   std::chrono::milliseconds keep_alive_timeout{5000};  ///< idle time before a request's first byte
   std::chrono::milliseconds header_timeout{10000};     ///< first byte to the end of the header
   std::chrono::milliseconds body_timeout{30000};       ///< end of the header to the end of the body

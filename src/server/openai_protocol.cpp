@@ -35,6 +35,9 @@ int64_t get_int(const json& b, const char* key, int64_t def, int64_t lo, int64_t
   auto it = b.find(key);
   if (it == b.end() || it->is_null()) return def;
   if (!it->is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+  // nlohmann keeps integers above INT64_MAX unsigned; get<int64_t>() would wrap them to negative values.
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
+    bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, it->get<uint64_t>()));
   const int64_t v = it->get<int64_t>();
   if (v < lo || v > hi) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, v));
   return v;
@@ -51,6 +54,9 @@ std::vector<int32_t> token_list(const json& a, const char* param, int vocab) {
   std::vector<int32_t> ids;
   for (const auto& t : a) {
     if (!t.is_number_integer()) bad(param, "token ids must be integers");
+    // Integers above INT64_MAX are stored unsigned: reported with their own value, never wrapped.
+    if (t.is_number_unsigned() && t.get<uint64_t>() >= static_cast<uint64_t>(vocab))
+      bad(param, fmt::format("token id {} is outside the vocabulary of {}", t.get<uint64_t>(), vocab));
     const int64_t v = t.get<int64_t>();
     if (v < 0 || v >= vocab) bad(param, fmt::format("token id {} is outside the vocabulary of {}", v, vocab));
     ids.push_back(static_cast<int32_t>(v));
@@ -84,6 +90,12 @@ std::string content_text(const json& c) {
   bad("messages", "message content must be a string or a list of text parts");
 }
 
+// The roles a message may have: OpenAI's, the legacy "function", and Llama 3.1's "ipython" (tool results).
+bool known_role(const std::string& r) {
+  static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function", "ipython"};
+  return std::any_of(std::begin(kRoles), std::end(kRoles), [&](const char* k) { return r == k; });
+}
+
 // The prompt text of a chat request: its messages (with tools and chat_template_kwargs) through the chat template.
 std::string render_chat(const json& b, const ProtocolContext& ctx) {
   if (!ctx.chat_template) bad("messages", "this model has no chat template; use /v1/completions");
@@ -92,6 +104,9 @@ std::string render_chat(const json& b, const ProtocolContext& ctx) {
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (const auto& m : *it) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad("messages", "every message needs a 'role'");
+    if (!known_role(m["role"].get_ref<const std::string&>()))
+      bad("messages", fmt::format("messages[{}].role {} is not one of system, developer, user, assistant, tool, "
+                                  "function, ipython", msgs.size(), m["role"].dump()));
     nlohmann::ordered_json om;
     om["role"] = m["role"].get<std::string>();
     om["content"] = content_text(m.value("content", json()));
@@ -115,7 +130,84 @@ std::string render_chat(const json& b, const ProtocolContext& ctx) {
   return text;
 }
 
+/// nlohmann's DOM builder behind a nesting count: an object or array that opens past the bound stops the parse at
+/// once (sax_parse returns false). Parse errors are kept as text instead of thrown.
+class BoundedDomSax {
+ public:
+  BoundedDomSax(json& out, int max_depth) : dom_(out, false), max_depth_(max_depth) {}
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) { return open() && dom_.start_object(n); }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return open() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool key(json::string_t& k) {
+    if (depth_ == 1) top_key_ = k;
+    return dom_.key(k);
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+
+  bool too_deep() const { return too_deep_; }
+  const std::string& error() const { return error_; }
+  /// The member of the top-level object being read when the parse stopped ("" outside one).
+  const std::string& top_key() const { return top_key_; }
+
+ private:
+  bool open() {
+    if (++depth_ <= max_depth_) return true;
+    too_deep_ = true;
+    error_ = fmt::format("nested deeper than {} levels (objects and arrays)", max_depth_);
+    return false;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  int max_depth_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+  std::string error_, top_key_;
+};
+
 }  // namespace
+
+bool parse_json_bounded(std::string_view text, json& out, std::string& error, bool* too_deep, int max_depth) {
+  out = nullptr;
+  BoundedDomSax sax(out, max_depth);
+  const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &sax);
+  if (too_deep) *too_deep = sax.too_deep();
+  if (ok) return true;
+  out = nullptr;  // a partial document (at most max_depth deep) is dropped
+  error = sax.error().empty() ? "parse error" : sax.error();
+  return false;
+}
+
+json parse_client_json(std::string_view text, const std::string& param) {
+  json out;
+  BoundedDomSax sax(out, kMaxJsonDepth);
+  if (json::sax_parse(text.data(), text.data() + text.size(), &sax)) return out;
+  out = nullptr;
+  if (sax.too_deep()) {
+    // The body: the top-level member being read names the field; a field's own document: that field.
+    const std::string field = param.empty() ? sax.top_key() : param;
+    bad(field, fmt::format("{} {}", field.empty() ? std::string("the JSON body") : fmt::format("'{}'", field),
+                           sax.error()));
+  }
+  if (param.empty()) bad("", fmt::format("malformed JSON body: {}", sax.error()));
+  bad(param, fmt::format("'{}' is not valid JSON: {}", param, sax.error()));
+}
 
 json error_json(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
@@ -186,7 +278,10 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
     bad("use_beam_search", "'use_beam_search' is not supported");
   // Structured output: response_format, guided_json / guided_regex / guided_choice (server/structured_output.h).
   r.base.constraints.grammar = parse_structured_output(b, ctx.grammars.get());
-  if (chat) parse_tool_choice(b, ctx, r);
+  if (chat) {
+    check_tools(b);
+    parse_tool_choice(b, ctx, r);
+  }
   const Tokenizer& tok = *ctx.tokenizer;
   const int vocab = tok.vocab_size();
   if (chat) {
@@ -206,10 +301,12 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
       r.prompts.push_back(std::move(ids));
       r.prompt_texts.push_back(s);
     };
-    // A token-id prompt's text (for echo) is its decoding, special tokens included.
+    // A token-id prompt's text (for echo) is its decoding, special tokens skipped unless the request sets
+    // skip_special_tokens false (vLLM decodes the echoed prompt with the request's skip_special_tokens).
+    const bool skip_special = get_bool(b, "skip_special_tokens", true);
     auto add_ids = [&](const json& a) {
       r.prompts.push_back(token_list(a, "prompt", vocab));
-      r.prompt_texts.push_back(tok.decode(r.prompts.back(), false));
+      r.prompt_texts.push_back(tok.decode(r.prompts.back(), skip_special));
     };
     if (p.is_string()) {
       add_text(p.get<std::string>());
@@ -269,6 +366,11 @@ ParsedRequest parse_request(const json& b, bool chat, const ProtocolContext& ctx
         e.stop.push_back(x.get<std::string>());
       }
     } else bad("stop", "'stop' must be a string or a list of strings");
+    // An empty stop string would match before any text: refused rather than ignored or ending every request.
+    for (size_t i = 0; i < e.stop.size(); ++i)
+      if (e.stop[i].empty())
+        bad("stop", st.is_array() ? fmt::format("'stop' strings must not be empty (stop[{}] is \"\")", i)
+                                  : std::string("'stop' must not be an empty string"));
     if (e.stop.size() > 16) bad("stop", "at most 16 stop strings");
   }
   if (b.contains("stop_token_ids") && !b["stop_token_ids"].is_null()) {
@@ -517,6 +619,7 @@ json tokenize_json(const json& b, const ProtocolContext& ctx) {
   const Tokenizer& tok = *ctx.tokenizer;
   std::vector<int32_t> ids;
   if (b.contains("messages")) {
+    check_tools(b);
     const std::string text = render_chat(b, ctx);
     encode_text_checked(tok, text, get_bool(b, "add_special_tokens", false), "messages", ids);
   } else {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
@@ -28,6 +29,22 @@ struct ApiError {
 
 /// {"error": {"message", "type", "param", "code"}} as OpenAI returns it (param/code null when empty).
 nlohmann::json error_json(const ApiError& e);
+
+/// Nesting levels (objects and arrays) a client's JSON document may have: a request body, and a JSON document
+/// given as a string inside one (a guided_json schema). A JSON Schema at the grammar compiler's own bound (32
+/// schema levels, two JSON levels each through "properties") inside a request's wrappers stays well within it.
+inline constexpr int kMaxJsonDepth = 128;
+
+/// Parses `text` as JSON, counting the nesting while parsing and stopping at the first level past `max_depth`, so
+/// that a deep document costs neither time nor stack beyond that level (nlohmann's SAX parser is iterative; the
+/// DOM built is never deeper than the bound). Returns false with `error` set for malformed JSON or too deep a
+/// document; `too_deep` tells which.
+bool parse_json_bounded(std::string_view text, nlohmann::json& out, std::string& error, bool* too_deep = nullptr,
+                        int max_depth = kMaxJsonDepth);
+
+/// A client's JSON body (or a JSON document inside a field): parse_json_bounded, a failure thrown as a 400
+/// ApiError naming `param` ("" for the body) and, for a document too deep, the depth limit.
+nlohmann::json parse_client_json(std::string_view text, const std::string& param = "");
 
 /// What the parser needs from the server.
 struct ProtocolContext {

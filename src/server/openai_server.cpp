@@ -201,12 +201,7 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     if ((p == "/v1/completions" || p == "/v1/chat/completions") && post)
       return handle_completion(req, res, p == "/v1/chat/completions");
     if ((p == "/tokenize" || p == "/detokenize") && post) {
-      json body;
-      try {
-        body = json::parse(req.body);
-      } catch (const json::exception& e) {
-        throw ApiError{400, fmt::format("malformed JSON body: {}", e.what()), "invalid_request_error", "", ""};
-      }
+      const json body = parse_client_json(req.body);
       if (body.is_object() && body.contains("model") && body["model"] != cfg_.model_name)
         throw ApiError{404, fmt::format("The model `{}` does not exist.", body["model"].dump()), "NotFoundError",
                        "model", "model_not_found"};
@@ -226,12 +221,8 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
 
 void OpenAIServer::handle_completion(const HttpRequest& req, std::shared_ptr<Responder> res, bool chat) {
   if (draining_) throw ApiError{503, "the server is shutting down", "service_unavailable", "", ""};
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw ApiError{400, fmt::format("malformed JSON body: {}", e.what()), "invalid_request_error", "", ""};
-  }
+  // Parsed with the nesting bound (kMaxJsonDepth): a deep body is refused at its first level past it.
+  const json body = parse_client_json(req.body);
   ParsedRequest pr = parse_request(body, chat, ctx_);
   std::vector<std::shared_ptr<RequestHandle>> hs;
   try {

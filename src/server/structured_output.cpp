@@ -24,13 +24,7 @@ namespace {
 
 json schema_value(const json& v, const std::string& param) {
   if (v.is_object() || v.is_boolean()) return v;
-  if (v.is_string()) {
-    try {
-      return json::parse(v.get<std::string>());
-    } catch (const json::exception& e) {
-      refuse(param, fmt::format("'{}' is not valid JSON: {}", param, e.what()));
-    }
-  }
+  if (v.is_string()) return parse_client_json(v.get_ref<const std::string&>(), param);  // nesting bounded as a body
   refuse(param, fmt::format("'{}' must be a JSON Schema (an object)", param));
 }
 

@@ -25,6 +25,14 @@ struct ToolCall {
   std::string arguments;  ///< JSON text (OpenAI's function.arguments is a string)
 };
 
+/// Checks a request's "tools" (null or absent: none): an array of {"type": "function", "function": {"name",
+/// "description", "parameters"}} objects ("type" may be left out), whose parameters, when given, are a JSON Schema
+/// object: every "type" a JSON type name (or a list of them), "properties" / "$defs" / "definitions" objects of
+/// schemas, "items" / "additionalProperties" / "not" schemas, "anyOf" / "allOf" / "oneOf" / "prefixItems" lists of
+/// schemas, "required" a list of strings, throughout the schema. Throws ApiError (400, param "tools") naming the
+/// place, e.g. "tools[0].function.parameters.properties: must be an object of schemas".
+void check_tools(const nlohmann::json& body);
+
 /// The grammar of one call of the tools the request allows: all of `tools` (the request's "tools" array), or
 /// only `only` when non-empty. Throws ApiError (400, param "tools" / "tool_choice") for malformed tools, an
 /// unknown name, or a parameters schema the grammar does not support.

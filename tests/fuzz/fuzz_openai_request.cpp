@@ -1,11 +1,15 @@
-// libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing, then
-// parse_request for /v1/completions and /v1/chat/completions (the bundled model's tokenizer and chat template)
-// and the engine requests built from it (structured output: the grammar compiled and its first token mask);
-// also /tokenize and /detokenize. Acceptable failures: a JSON parse error
-// and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai_request/.
+// libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing with the
+// server's nesting bound, then parse_request for /v1/completions and /v1/chat/completions (the bundled model's
+// tokenizer and chat template) and the engine requests built from it (structured output: the grammar compiled and
+// its first token mask); also /tokenize and /detokenize. Acceptable failures: a JSON parse error or too deep a
+// document, and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai_request/ (among them
+// deep_schema.json, a schema nested 2,000 levels, and deep_schema_string.json, one of 1,000 levels given as a
+// JSON string in guided_json: both refused at the bound).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -38,8 +42,11 @@ struct Context {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Context c;
-  const nlohmann::json body = nlohmann::json::parse(data, data + size, nullptr, false);
-  if (body.is_discarded()) return 0;
+  // The server's own parse: nesting bounded while parsing (server::kMaxJsonDepth); a refused body ends here.
+  nlohmann::json body;
+  std::string error;
+  if (!tritium::server::parse_json_bounded(std::string_view(reinterpret_cast<const char*>(data), size), body, error))
+    return 0;
   for (bool chat : {false, true}) {
     try {
       const tritium::server::ParsedRequest r = tritium::server::parse_request(body, chat, c.ctx);

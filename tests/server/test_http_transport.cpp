@@ -216,26 +216,155 @@ TEST(HttpTransport, NonStreamingDisconnectAbortsTheRequest) {
   EXPECT_EQ(m.request_success_total.count("abort") ? m.request_success_total.at("abort") : 0, 1);
 }
 
-// Past --max-connections a new connection gets 503 at once; an idle keep-alive connection is closed after the
-// keep-alive timeout.
+// Past --max-connections, with every connection busy with a request (here: headers still arriving), a new
+// connection gets 503 at once; an idle keep-alive connection is closed after the keep-alive timeout.
 TEST(HttpTransport, ConnectionCapAndKeepAliveTimeout) {
   Fixture f("", [](server::ServerConfig& sc) {
     sc.http.max_connections = 8;
     sc.http.keep_alive_timeout = std::chrono::milliseconds(800);
   });
   std::vector<std::unique_ptr<Conn>> held;
-  for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<Conn>(f.srv->port()));
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_unique<Conn>(f.srv->port()));
+    ASSERT_TRUE(held.back()->send("GET /health HTTP/1.1\r\nHo"));  // a request being read: not idle
+  }
   for (int i = 0; i < 200 && f.srv->connections() < 8; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the partial headers have been read
   Conn extra(f.srv->port());
   const std::string r = extra.read_until([](const std::string& s) { return s.find("}}") != std::string::npos; },
                                          std::chrono::seconds(5));
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
   EXPECT_NE(r.find("too many connections"), std::string::npos);
   EXPECT_TRUE(extra.closed_by_server(std::chrono::seconds(2)));
-  for (auto& c : held) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(5)));  // idle past 800 ms
+  for (auto& c : held) EXPECT_FALSE(c->closed_by_server(std::chrono::milliseconds(10)));  // none was evicted
   held.clear();
   for (int i = 0; i < 200 && f.srv->connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<std::unique_ptr<Conn>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<Conn>(f.srv->port()));
+  for (auto& c : idle) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(5)));  // idle past 800 ms
   EXPECT_LT(health_ms(f.srv->port()), health_budget_ms());
+}
+
+namespace {
+
+/// Opens `n` connections that send nothing, and waits until the server holds `total` connections.
+std::vector<std::unique_ptr<Conn>> open_idle(const Fixture& f, int n, int total) {
+  std::vector<std::unique_ptr<Conn>> v;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(std::make_unique<Conn>(f.srv->port()));
+    EXPECT_TRUE(v.back()->ok());
+  }
+  for (int i = 0; i < 1000 && f.srv->connections() < total; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(f.srv->connections(), total);
+  return v;
+}
+
+}  // namespace
+
+// An idle-connection flood at the cap does not lock anyone out: each new connection replaces the one idle longest,
+// so /health and requests keep getting 200 at once, and the flood's oldest connections are the ones closed.
+TEST(HttpTransport, IdleFloodAtTheCapReplacesTheLongestIdle) {
+  for (const int cap : {64, 400}) {
+    Fixture f("", [cap](server::ServerConfig& sc) {
+      sc.http.max_connections = cap;
+      sc.http.keep_alive_timeout = std::chrono::seconds(600);  // the flood would hold its slots for 10 minutes
+    });
+    std::vector<std::unique_ptr<Conn>> flood = open_idle(f, cap, cap);
+    // Probes on fresh connections that stay open after their answer (idle in turn), so each one needs a slot.
+    const int probes = 10;
+    std::vector<std::unique_ptr<Conn>> kept;
+    auto probe = [&](const std::string& req, const std::string& until) {
+      const auto t0 = Clock::now();
+      kept.push_back(std::make_unique<Conn>(f.srv->port()));
+      if (!kept.back()->ok() || !kept.back()->send(req)) return 1e9;
+      const std::string r = kept.back()->read_until(
+          [&](const std::string& s) { return s.find(until) != std::string::npos; }, std::chrono::seconds(30));
+      if (r.rfind("HTTP/1.1 200", 0) != 0) return 1e9;
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+    for (int i = 0; i < probes; ++i) {
+      EXPECT_LT(probe(kHealth, "\r\n\r\n"), health_budget_ms()) << "cap " << cap;
+      EXPECT_LT(probe(post("/tokenize", R"({"prompt":"hello"})"), "\"tokens\""), health_budget_ms()) << "cap " << cap;
+    }
+    // 2 * probes connections were admitted; the oldest of the flood made room for them (connections accepted
+    // within the same instant may enter the idle order a few places apart).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int closed = 0, last_closed = -1;
+    for (size_t i = 0; i < flood.size(); ++i)
+      if (flood[i]->closed_by_server(std::chrono::milliseconds(1))) {
+        ++closed;
+        last_closed = static_cast<int>(i);
+      }
+    EXPECT_EQ(closed, 2 * probes) << "cap " << cap;
+    EXPECT_LT(last_closed, 2 * probes + 8) << "cap " << cap << ": a recent connection was closed";
+    for (auto& k : kept) EXPECT_FALSE(k->closed_by_server(std::chrono::milliseconds(1)));
+    EXPECT_EQ(f.srv->connections(), cap);
+  }
+}
+
+// Connections with a request in progress are never the ones closed to admit another: a request whose body is still
+// arriving and a stream being answered survive a stream of new connections; with no idle connection left, a new
+// one gets 503.
+TEST(HttpTransport, AdmissionNeverClosesRequestsInProgress) {
+  Fixture f("", [](server::ServerConfig& sc) {
+    sc.http.max_connections = 6;
+    sc.http.keep_alive_timeout = std::chrono::seconds(600);
+  });
+  const int port = f.srv->port();
+  // Two requests whose bodies are still arriving.
+  const std::string body = json{{"prompt", "hi"}}.dump();
+  const std::string head = "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n";
+  std::vector<std::unique_ptr<Conn>> reading;
+  for (int i = 0; i < 2; ++i) {
+    reading.push_back(std::make_unique<Conn>(port));
+    ASSERT_TRUE(reading.back()->send(head + body.substr(0, 3)));
+  }
+  // Two streams being answered (far more tokens than the test takes).
+  const std::string gen = json{{"prompt", "A long tale"}, {"max_tokens", f.engine->max_model_len() - 16},
+                               {"ignore_eos", true}, {"stream", true}}.dump();
+  std::vector<std::unique_ptr<Conn>> streams;
+  for (int i = 0; i < 2; ++i) {
+    streams.push_back(std::make_unique<Conn>(port));
+    ASSERT_TRUE(streams.back()->send(post("/v1/completions", gen)));
+    streams.back()->read_until([](const std::string& s) { return s.find("data: ") != std::string::npos; },
+                               std::chrono::seconds(30));
+    ASSERT_NE(streams.back()->received().find("data: "), std::string::npos);
+  }
+  // Two idle ones fill the cap.
+  std::vector<std::unique_ptr<Conn>> idle = open_idle(f, 2, 6);
+  // New connections, each kept open after its answer (so it is idle in turn): they replace idle ones only.
+  std::vector<std::unique_ptr<Conn>> fresh;
+  for (int i = 0; i < 6; ++i) {
+    fresh.push_back(std::make_unique<Conn>(port));
+    ASSERT_TRUE(fresh.back()->send(kHealth));
+    const std::string r = fresh.back()->read_until(
+        [](const std::string& s) { return s.find("\r\n\r\n") != std::string::npos; }, std::chrono::seconds(5));
+    EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << i << ": " << r;
+  }
+  for (auto& c : idle) EXPECT_TRUE(c->closed_by_server(std::chrono::seconds(2)));
+  for (auto& c : reading) EXPECT_FALSE(c->closed_by_server(std::chrono::milliseconds(10)));
+  for (auto& c : streams) {
+    const size_t before = c->received().size();
+    c->read_until([before](const std::string& s) { return s.size() > before; }, std::chrono::seconds(10));
+    EXPECT_GT(c->received().size(), before) << "the stream stopped";
+  }
+  // The requests being read complete normally.
+  for (auto& c : reading) {
+    ASSERT_TRUE(c->send(body.substr(3)));
+    const std::string r = c->read_until([](const std::string& s) { return s.find("\"tokens\"") != std::string::npos; },
+                                        std::chrono::seconds(10));
+    EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  }
+  // Every connection busy (the two just answered are idle again: give them requests in progress too): 503.
+  for (auto& c : reading) ASSERT_TRUE(c->send(head));
+  for (auto& c : fresh) c->send("GET /health HTTP/1.1\r\nHo");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Conn extra(port);
+  const std::string r = extra.read_until([](const std::string& s) { return s.find("}}") != std::string::npos; },
+                                         std::chrono::seconds(5));
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  for (auto& c : streams) EXPECT_FALSE(c->closed_by_server(std::chrono::milliseconds(10)));
 }
 
 // Shutdown with idle keep-alive and slow-header connections open: the in-flight request finishes, new
