@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "grammar/number_range.h"
 #include "grammar/regex.h"
 
 namespace tritium::grammar {
@@ -21,8 +23,57 @@ const std::set<std::string>& annotations() {
                                           "$defs", "definitions", "additionalProperties", "format", "nullable",
                                           "type", "properties", "required", "items", "prefixItems", "minItems",
                                           "maxItems", "enum", "const", "minLength", "maxLength", "pattern", "anyOf",
-                                          "allOf", "$ref", "discriminator"};
+                                          "allOf", "$ref", "discriminator", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
   return k;
+}
+
+constexpr std::array<const char*, 5> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                                        "multipleOf"};
+
+bool has_number_keywords(const json& s) {
+  return std::any_of(kNumberKeywords.begin(), kNumberKeywords.end(), [&](const char* k) { return s.contains(k); });
+}
+
+// The value of numeric keyword k as the decimal the schema writes: a double is dumped as its shortest round-trip
+// text, so 0.1 reads back as exactly 0.1.
+Decimal keyword_number(const json& s, const char* k) {
+  const json& v = s[k];
+  if (!v.is_number() || (v.is_number_float() && !std::isfinite(v.get<double>())))
+    throw GrammarError(fmt::format("json schema: '{}' must be a finite number", k));
+  return Decimal::parse(v.dump());
+}
+
+// Draft 4 writes an exclusive bound as minimum / maximum with exclusiveMinimum / exclusiveMaximum: true.
+bool draft4_exclusive(const json& s, const char* k, const char* bound) {
+  if (!s.contains(k) || !s[k].is_boolean()) return false;
+  if (s[k].get<bool>() && !s.contains(bound))
+    throw GrammarError(fmt::format("json schema: '{}': true (draft 4) needs '{}'", k, bound));
+  return s[k].get<bool>();
+}
+
+// The numeric keywords of s: the tightest of the inclusive and exclusive bounds, and multipleOf (> 0).
+NumberConstraints number_constraints(const json& s) {
+  NumberConstraints c;
+  const bool excl_min = draft4_exclusive(s, "exclusiveMinimum", "minimum");
+  const bool excl_max = draft4_exclusive(s, "exclusiveMaximum", "maximum");
+  if (s.contains("minimum")) c.tighten_lower({keyword_number(s, "minimum"), !excl_min});
+  if (s.contains("maximum")) c.tighten_upper({keyword_number(s, "maximum"), !excl_max});
+  if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+    c.tighten_lower({keyword_number(s, "exclusiveMinimum"), false});
+  if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+    c.tighten_upper({keyword_number(s, "exclusiveMaximum"), false});
+  if (s.contains("multipleOf")) {
+    c.multiple_of = keyword_number(s, "multipleOf");
+    if (c.multiple_of->neg || compare(*c.multiple_of, Decimal{}) == 0)
+      throw GrammarError("json schema: 'multipleOf' must be greater than 0");
+  }
+  return c;
+}
+
+// Whether an enum / const member satisfies the numeric keywords (which constrain numbers only).
+bool number_member_ok(const json& v, const NumberConstraints& c) {
+  return c.empty() || !v.is_number() || satisfies(Decimal::parse(v.dump()), c);
 }
 
 class Compiler {
@@ -41,6 +92,9 @@ class Compiler {
       if (!a.is_array() || a.size() != 1) throw GrammarError("json schema: 'allOf' is supported with one schema only");
       json merged = s;
       merged.erase("allOf");
+      for (const char* k : kNumberKeywords)
+        if (a[0].is_object() && merged.contains(k) && a[0].contains(k) && merged[k] != a[0][k])
+          throw GrammarError(fmt::format("json schema: 'allOf' with '{}' both outside and inside is not supported", k));
       if (a[0].is_boolean()) return a[0].get<bool>() ? value(merged, depth + 1) : b_.never();
       if (!a[0].is_object()) throw GrammarError("json schema: a schema must be an object or a boolean");
       merged.update(a[0]);
@@ -66,11 +120,14 @@ class Compiler {
     if (s.contains("enum")) {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) throw GrammarError("json schema: 'enum' must be a non-empty array");
+      const NumberConstraints c = number_constraints(s);
       std::vector<Frag> alts;
-      for (const json& v : e) alts.push_back(b_.literal(v.dump()));
+      for (const json& v : e)
+        if (number_member_ok(v, c)) alts.push_back(b_.literal(v.dump()));
       return b_.alt(alts);
     }
-    if (s.contains("const")) return b_.literal(s["const"].dump());
+    if (s.contains("const"))
+      return number_member_ok(s["const"], number_constraints(s)) ? b_.literal(s["const"].dump()) : b_.never();
     std::vector<std::string> types;
     if (s.contains("type")) {
       const json& t = s["type"];
@@ -84,6 +141,8 @@ class Compiler {
       types.push_back("array");
     } else if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength")) {
       types.push_back("string");
+    } else if (has_number_keywords(s)) {
+      types.push_back("number");
     } else {
       return any_value(o_.any_json_depth);
     }
@@ -244,8 +303,8 @@ class Compiler {
 
   Frag typed(const json& s, const std::string& t, int depth) {
     if (t == "string") return string_schema(s);
-    if (t == "integer") return number(true);
-    if (t == "number") return number(false);
+    if (t == "integer") return has_number_keywords(s) ? integer_in_range(b_, number_constraints(s)) : number(true);
+    if (t == "number") return has_number_keywords(s) ? number_in_range(b_, number_constraints(s)) : number(false);
     if (t == "boolean") return b_.alt({b_.literal("true"), b_.literal("false")});
     if (t == "null") return b_.literal("null");
     if (t == "object") return object_schema(s, depth);
