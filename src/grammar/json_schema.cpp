@@ -76,6 +76,58 @@ bool number_member_ok(const json& v, const NumberConstraints& c) {
   return c.empty() || !v.is_number() || satisfies(Decimal::parse(v.dump()), c);
 }
 
+const char* const kIpv4 =
+    "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+
+// RFC 4291 section 2.2 text forms, as RFC 3986's IPv6address: eight groups of 1-4 hex digits, or "::" standing
+// for one run of zero groups with at most seven groups around it, the last 32 bits optionally an IPv4 address.
+// Alternative k has at most k groups before "::" and the rest of the eight after it.
+std::string ipv6_regex() {
+  const std::string h16 = "[0-9A-Fa-f]{1,4}", ls32 = "(" + h16 + ":" + h16 + "|" + kIpv4 + ")";
+  auto groups = [&](int n) { return "(" + h16 + ":){" + std::to_string(n) + "}"; };
+  std::vector<std::string> alts = {groups(6) + ls32};
+  for (int before = 0; before <= 7; ++before) {
+    std::string a;
+    if (before == 1) a = "(" + h16 + ")?";
+    if (before > 1) a = "(" + h16 + "(:" + h16 + "){0," + std::to_string(before - 1) + "})?";
+    a += "::";
+    if (before <= 4) a += groups(5 - before) + ls32;
+    else if (before == 5) a += ls32;
+    else if (before == 6) a += h16;
+    alts.push_back(a);
+  }
+  std::string re;
+  for (const std::string& a : alts) {
+    if (!re.empty()) re += '|';
+    re += '(';
+    re += a;
+    re += ')';
+  }
+  return re;
+}
+
+// The string formats compiled into the automaton, as regexes of grammar/regex.h (JSON Schema 2020-12 section 7.3
+// with RFC 3339, 1123, 4291, 4122). Subsets where a full check is not regular or costs too many states: dates
+// stop at day 28 of any month, emails are a plain local part @ 2-5 labels, hostnames have 1-6 labels of 1-41
+// characters (within RFC 1123's 253), durations take any digit count.
+std::map<std::string, std::string> format_regexes() {
+  const std::string time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+  const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])";
+  const std::string n = "[0-9]+", label = "[A-Za-z0-9]([A-Za-z0-9-]{0,39}[A-Za-z0-9])?";
+  // RFC 3339 appendix A: dur-date [dur-time] | dur-time | dur-week, each unit optional only from the left.
+  const std::string dur_time = "T(" + n + "H(" + n + "M(" + n + "S)?)?|" + n + "M(" + n + "S)?|" + n + "S)";
+  const std::string dur_date = "(" + n + "D|" + n + "M(" + n + "D)?|" + n + "Y(" + n + "M(" + n + "D)?)?)(" + dur_time + ")?";
+  return {{"date", date},
+          {"time", time},
+          {"date-time", date + "T" + time},
+          {"duration", "P(" + dur_date + "|" + dur_time + "|" + n + "W)"},
+          {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
+          {"email", "[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}"},
+          {"hostname", label + "(\\." + label + "){0,5}"},
+          {"ipv4", kIpv4},
+          {"ipv6", ipv6_regex()}};
+}
+
 class Compiler {
  public:
   Compiler(const json& root, const JsonSchemaOptions& o, NfaBuilder& b) : root_(root), o_(o), b_(b) {}
@@ -215,14 +267,7 @@ class Compiler {
       if (!s["pattern"].is_string()) throw GrammarError("json schema: 'pattern' must be a string");
       return b_.seq({b_.literal("\""), Regex::parse(s["pattern"].get<std::string>()).build(b_, true), b_.literal("\"")});
     }
-    static const std::map<std::string, std::string> formats = {
-        {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"},
-        {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"date-time", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
-                      "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
-        {"email", "[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}"},
-        {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"}};
+    static const std::map<std::string, std::string> formats = format_regexes();
     if (s.contains("format") && s["format"].is_string()) {
       auto it = formats.find(s["format"].get<std::string>());
       if (it != formats.end() && !s.contains("minLength") && !s.contains("maxLength"))
