@@ -13,8 +13,9 @@
 // automaton) and at most kFractionDigits fraction digits (more when a bound has more). Fraction digits are
 // constrained only where the integer part equals a bound's: e.g. 0 <= x <= 1.5 is "0", "0.xxx", "1", "1.0",
 // "1.4xx", "1.5", "1.50", ... multipleOf on a number is supported when it is an integer (the number is then an
-// integer, written as one) or a power of ten below one (0.1, 0.01, ...: at most that many fraction digits);
-// other values of multipleOf (0.25, 2.5) are a GrammarError naming it.
+// integer, written as one or followed by a fraction of zeros: "10", "10.0") or a power of ten below one, 10^-k
+// (at most k fraction digits other than trailing zeros: "0.25", "0.250" for 0.01); other values of multipleOf
+// (0.25, 2.5) are a GrammarError naming it. A range with no value gives the never fragment.
 #pragma once
 
 #include <cstdint>
