@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "grammar/number_range.h"
 #include "grammar/regex.h"
 
 namespace tritium::grammar {
@@ -21,8 +23,109 @@ const std::set<std::string>& annotations() {
                                           "$defs", "definitions", "additionalProperties", "format", "nullable",
                                           "type", "properties", "required", "items", "prefixItems", "minItems",
                                           "maxItems", "enum", "const", "minLength", "maxLength", "pattern", "anyOf",
-                                          "allOf", "$ref", "discriminator"};
+                                          "allOf", "$ref", "discriminator", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
   return k;
+}
+
+constexpr std::array<const char*, 5> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                                        "multipleOf"};
+
+bool has_number_keywords(const json& s) {
+  return std::any_of(kNumberKeywords.begin(), kNumberKeywords.end(), [&](const char* k) { return s.contains(k); });
+}
+
+// The value of numeric keyword k as the decimal the schema writes: a double is dumped as its shortest round-trip
+// text, so 0.1 reads back as exactly 0.1.
+Decimal keyword_number(const json& s, const char* k) {
+  const json& v = s[k];
+  if (!v.is_number() || (v.is_number_float() && !std::isfinite(v.get<double>())))
+    throw GrammarError(fmt::format("json schema: '{}' must be a finite number", k));
+  return Decimal::parse(v.dump());
+}
+
+// Draft 4 writes an exclusive bound as minimum / maximum with exclusiveMinimum / exclusiveMaximum: true.
+bool draft4_exclusive(const json& s, const char* k, const char* bound) {
+  if (!s.contains(k) || !s[k].is_boolean()) return false;
+  if (s[k].get<bool>() && !s.contains(bound))
+    throw GrammarError(fmt::format("json schema: '{}': true (draft 4) needs '{}'", k, bound));
+  return s[k].get<bool>();
+}
+
+// The numeric keywords of s: the tightest of the inclusive and exclusive bounds, and multipleOf (> 0).
+NumberConstraints number_constraints(const json& s) {
+  NumberConstraints c;
+  const bool excl_min = draft4_exclusive(s, "exclusiveMinimum", "minimum");
+  const bool excl_max = draft4_exclusive(s, "exclusiveMaximum", "maximum");
+  if (s.contains("minimum")) c.tighten_lower({keyword_number(s, "minimum"), !excl_min});
+  if (s.contains("maximum")) c.tighten_upper({keyword_number(s, "maximum"), !excl_max});
+  if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+    c.tighten_lower({keyword_number(s, "exclusiveMinimum"), false});
+  if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+    c.tighten_upper({keyword_number(s, "exclusiveMaximum"), false});
+  if (s.contains("multipleOf")) {
+    c.multiple_of = keyword_number(s, "multipleOf");
+    if (c.multiple_of->neg || compare(*c.multiple_of, Decimal{}) == 0)
+      throw GrammarError("json schema: 'multipleOf' must be greater than 0");
+  }
+  return c;
+}
+
+// Whether an enum / const member satisfies the numeric keywords (which constrain numbers only).
+bool number_member_ok(const json& v, const NumberConstraints& c) {
+  return c.empty() || !v.is_number() || satisfies(Decimal::parse(v.dump()), c);
+}
+
+const char* const kIpv4 =
+    "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+
+// RFC 4291 section 2.2 text forms, as RFC 3986's IPv6address: eight groups of 1-4 hex digits, or "::" standing
+// for one run of zero groups with at most seven groups around it, the last 32 bits optionally an IPv4 address.
+// Alternative k has at most k groups before "::" and the rest of the eight after it.
+std::string ipv6_regex() {
+  const std::string h16 = "[0-9A-Fa-f]{1,4}", ls32 = "(" + h16 + ":" + h16 + "|" + kIpv4 + ")";
+  auto groups = [&](int n) { return "(" + h16 + ":){" + std::to_string(n) + "}"; };
+  std::vector<std::string> alts = {groups(6) + ls32};
+  for (int before = 0; before <= 7; ++before) {
+    std::string a;
+    if (before == 1) a = "(" + h16 + ")?";
+    if (before > 1) a = "(" + h16 + "(:" + h16 + "){0," + std::to_string(before - 1) + "})?";
+    a += "::";
+    if (before <= 4) a += groups(5 - before) + ls32;
+    else if (before == 5) a += ls32;
+    else if (before == 6) a += h16;
+    alts.push_back(a);
+  }
+  std::string re;
+  for (const std::string& a : alts) {
+    if (!re.empty()) re += '|';
+    re += '(';
+    re += a;
+    re += ')';
+  }
+  return re;
+}
+
+// The string formats compiled into the automaton, as regexes of grammar/regex.h (JSON Schema 2020-12 section 7.3
+// with RFC 3339, 1123, 4291, 4122). Subsets where a full check is not regular or costs too many states: dates
+// stop at day 28 of any month, emails are a plain local part @ 2-5 labels, hostnames have 1-6 labels of 1-41
+// characters (within RFC 1123's 253), durations take any digit count.
+std::map<std::string, std::string> format_regexes() {
+  const std::string time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+  const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])";
+  const std::string n = "[0-9]+", label = "[A-Za-z0-9]([A-Za-z0-9-]{0,39}[A-Za-z0-9])?";
+  // RFC 3339 appendix A: dur-date [dur-time] | dur-time | dur-week, each unit optional only from the left.
+  const std::string dur_time = "T(" + n + "H(" + n + "M(" + n + "S)?)?|" + n + "M(" + n + "S)?|" + n + "S)";
+  const std::string dur_date = "(" + n + "D|" + n + "M(" + n + "D)?|" + n + "Y(" + n + "M(" + n + "D)?)?)(" + dur_time + ")?";
+  return {{"date", date},
+          {"time", time},
+          {"date-time", date + "T" + time},
+          {"duration", "P(" + dur_date + "|" + dur_time + "|" + n + "W)"},
+          {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
+          {"email", "[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}"},
+          {"hostname", label + "(\\." + label + "){0,5}"},
+          {"ipv4", kIpv4},
+          {"ipv6", ipv6_regex()}};
 }
 
 class Compiler {
@@ -41,6 +144,9 @@ class Compiler {
       if (!a.is_array() || a.size() != 1) throw GrammarError("json schema: 'allOf' is supported with one schema only");
       json merged = s;
       merged.erase("allOf");
+      for (const char* k : kNumberKeywords)
+        if (a[0].is_object() && merged.contains(k) && a[0].contains(k) && merged[k] != a[0][k])
+          throw GrammarError(fmt::format("json schema: 'allOf' with '{}' both outside and inside is not supported", k));
       if (a[0].is_boolean()) return a[0].get<bool>() ? value(merged, depth + 1) : b_.never();
       if (!a[0].is_object()) throw GrammarError("json schema: a schema must be an object or a boolean");
       merged.update(a[0]);
@@ -66,11 +172,14 @@ class Compiler {
     if (s.contains("enum")) {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) throw GrammarError("json schema: 'enum' must be a non-empty array");
+      const NumberConstraints c = number_constraints(s);
       std::vector<Frag> alts;
-      for (const json& v : e) alts.push_back(b_.literal(v.dump()));
+      for (const json& v : e)
+        if (number_member_ok(v, c)) alts.push_back(b_.literal(v.dump()));
       return b_.alt(alts);
     }
-    if (s.contains("const")) return b_.literal(s["const"].dump());
+    if (s.contains("const"))
+      return number_member_ok(s["const"], number_constraints(s)) ? b_.literal(s["const"].dump()) : b_.never();
     std::vector<std::string> types;
     if (s.contains("type")) {
       const json& t = s["type"];
@@ -84,6 +193,8 @@ class Compiler {
       types.push_back("array");
     } else if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength")) {
       types.push_back("string");
+    } else if (has_number_keywords(s)) {
+      types.push_back("number");
     } else {
       return any_value(o_.any_json_depth);
     }
@@ -156,14 +267,7 @@ class Compiler {
       if (!s["pattern"].is_string()) throw GrammarError("json schema: 'pattern' must be a string");
       return b_.seq({b_.literal("\""), Regex::parse(s["pattern"].get<std::string>()).build(b_, true), b_.literal("\"")});
     }
-    static const std::map<std::string, std::string> formats = {
-        {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"},
-        {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"date-time", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
-                      "(\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-        {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
-        {"email", "[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){1,4}"},
-        {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"}};
+    static const std::map<std::string, std::string> formats = format_regexes();
     if (s.contains("format") && s["format"].is_string()) {
       auto it = formats.find(s["format"].get<std::string>());
       if (it != formats.end() && !s.contains("minLength") && !s.contains("maxLength"))
@@ -244,8 +348,8 @@ class Compiler {
 
   Frag typed(const json& s, const std::string& t, int depth) {
     if (t == "string") return string_schema(s);
-    if (t == "integer") return number(true);
-    if (t == "number") return number(false);
+    if (t == "integer") return has_number_keywords(s) ? integer_in_range(b_, number_constraints(s)) : number(true);
+    if (t == "number") return has_number_keywords(s) ? number_in_range(b_, number_constraints(s)) : number(false);
     if (t == "boolean") return b_.alt({b_.literal("true"), b_.literal("false")});
     if (t == "null") return b_.literal("null");
     if (t == "object") return object_schema(s, depth);

@@ -4,12 +4,22 @@
 // Supported: type (one or a list), properties + required (properties are written in the schema's key order,
 // optional ones may be left out), additionalProperties (false, or a schema for objects without properties),
 // items, prefixItems, minItems / maxItems, enum, const, string minLength / maxLength / pattern / format (date,
-// time, date-time, uuid, email, ipv4; other formats are annotations), number, integer, boolean, null, anyOf,
-// allOf of one schema, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion expanded to
-// max_ref_depth levels, deeper alternatives dropped), nullable, boolean schemas, and the annotations title,
-// description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly. Anything else that
-// would constrain the output (minimum, maximum, multipleOf, oneOf, not, if/then/else, uniqueItems,
-// minProperties, patternProperties, ...) is a GrammarError naming the keyword: refused, never ignored.
+// time, date-time, duration, uuid, email, hostname, ipv4, ipv6; other formats are annotations), number, integer,
+// boolean, null, anyOf, allOf of one schema, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion
+// expanded to max_ref_depth levels, deeper alternatives dropped), nullable, boolean schemas, and the annotations
+// title, description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly.
+// Numbers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numeric, or draft 4's boolean form) and multipleOf
+// are compiled exactly (grammar/number_range.h): integers within int64 without leading zeros or "-0", moduli up
+// to 10000 for any range, larger ones listed when at most 1000 multiples lie in range; bounded numbers without
+// exponent, integer part below 2^63, at most 15 fraction digits (more when a bound has more); multipleOf on a
+// number as an integer or 0.1, 0.01, .... They constrain numbers only; a schema with them and no type is a
+// number; enum / const members that fail them are dropped. Unbounded integers and numbers keep at most 16
+// integer digits. Formats hold subsets where noted in format_regexes (days up to 28, hostnames of 1-6 labels).
+// Refused with a GrammarError naming the keyword, never ignored: multipleOf on a number other than an integer or
+// a power of ten below one, a multipleOf above 10000 with more than 1000 multiples in range, 'pattern' together
+// with minLength / maxLength (their intersection is not built), 'allOf' repeating a numeric keyword with another
+// value, and every other keyword that would constrain the output (oneOf, not, if/then/else, uniqueItems,
+// minProperties, patternProperties, ...).
 // Values with no schema ({} or "json_object") are any JSON nested up to any_json_depth levels.
 #pragma once
 

@@ -69,6 +69,10 @@ class NfaBuilder {
   Frag repeat(const std::function<Frag()>& make, int min, int max);
   /// An epsilon edge from `from`'s exit to `to`'s entry (for automata wired by hand).
   void connect(const Frag& from, const Frag& to) { eps(from.out, to.in); }
+  /// A byte-range edge from `from`'s exit to `to`'s entry (for automata wired by hand).
+  void edge(const Frag& from, uint8_t lo, uint8_t hi, const Frag& to) {
+    nfa_.states[static_cast<size_t>(from.out)].edges.push_back({lo, hi, to.in});
+  }
   /// Finishes: the NFA whose language is f's.
   Nfa finish(Frag f);
   size_t size() const { return nfa_.states.size(); }

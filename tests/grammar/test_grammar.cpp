@@ -8,6 +8,7 @@
 #include <random>
 
 #include "grammar/json_schema.h"
+#include "grammar/grammar_test_util.h"
 #include "grammar/regex.h"
 #include "grammar/token_grammar.h"
 #include "test_util.h"
@@ -19,17 +20,9 @@ using nlohmann::json;
 
 namespace {
 
-std::shared_ptr<const Vocabulary> byte_vocab() {
-  std::vector<std::string> b;
-  for (int i = 0; i < 256; ++i) b.emplace_back(1, static_cast<char>(i));
-  return std::make_shared<Vocabulary>(std::move(b));
-}
-
-bool matches(Nfa nfa, const std::string& s) {
-  TokenGrammar g(std::move(nfa), byte_vocab());
-  const int32_t st = g.advance(g.start(), s);
-  return st != TokenGrammar::kDead && g.accepting(st);
-}
+using test::byte_vocab;
+using test::matches;
+using test::random_walk;
 
 bool schema_matches(const json& schema, const json& value) { return matches(compile_json_schema(schema), value.dump()); }
 
@@ -38,26 +31,6 @@ std::shared_ptr<const Vocabulary> model_vocab(const Tokenizer& tok) {
   for (int32_t i = 0; i < tok.vocab_size(); ++i)
     if (!tok.is_special(i)) b[static_cast<size_t>(i)] = tok.decode_bytes({i}, false);
   return std::make_shared<Vocabulary>(std::move(b));
-}
-
-// Samples tokens uniformly among the allowed ones until the grammar is complete (stopping at an accepting state
-// with probability 1/4); returns the bytes, or "<stuck>" when no token is allowed while not accepting.
-std::string random_walk(TokenGrammar& g, std::mt19937& rng, int max_tokens) {
-  int32_t st = g.start();
-  std::string out;
-  for (int t = 0; t < max_tokens; ++t) {
-    if (g.accepting(st) && (!g.can_continue(st) || rng() % 4 == 0)) return out;
-    const auto m = g.mask(st);
-    std::vector<int32_t> ok;
-    for (int32_t i = 0; i < g.vocab().size(); ++i)
-      if (m[static_cast<size_t>(i) / 64] >> (i % 64) & 1) ok.push_back(i);
-    if (ok.empty()) return "<stuck>";
-    const int32_t pick = ok[rng() % ok.size()];
-    out += g.vocab().bytes(pick);
-    st = g.advance(st, g.vocab().bytes(pick));
-    if (st == TokenGrammar::kDead) return "<dead>";
-  }
-  return out + "<max_tokens>";
 }
 
 }  // namespace
@@ -154,7 +127,7 @@ TEST(GrammarJsonSchema, RefsDefsAndRecursionDepth) {
 }
 
 TEST(GrammarJsonSchema, UnsupportedKeywordsAreNamed) {
-  for (const char* kw : {"minimum", "oneOf", "not", "uniqueItems", "patternProperties", "if"}) {
+  for (const char* kw : {"minProperties", "oneOf", "not", "uniqueItems", "patternProperties", "if"}) {
     json s = {{"type", "integer"}};
     s[kw] = 1;
     try {

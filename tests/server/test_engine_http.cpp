@@ -158,10 +158,19 @@ TEST(EngineHttp, ResponseFormatKinds) {
       EXPECT_NE(msg.find("'regex' is not one of"), std::string::npos) << msg;
     }
     for (const json& rf : {json{{"type", "json_schema"}}, json{{"type", "json_schema"}, {"json_schema", {{"name", "x"},
-                           {"schema", {{"type", "integer"}, {"minimum", 3}}}}}}}) {
+                           {"schema", {{"type", "number"}, {"multipleOf", 0.25}}}}}}}) {
       json e = post_json(c, path, req(rf), &st);
       EXPECT_EQ(st, 400) << e.dump();
       EXPECT_EQ(e["error"]["param"], "response_format");
+    }
+    {  // integer bounds are compiled into the grammar: the output is one of 3..7
+      const json rf = {{"type", "json_schema"},
+                       {"json_schema", {{"name", "x"}, {"schema", {{"type", "integer"}, {"minimum", 3}, {"maximum", 7}}}}}};
+      json e = post_json(c, path, req(rf), &st);
+      ASSERT_EQ(st, 200) << e.dump();
+      const std::string out = chat ? e["choices"][0]["message"]["content"] : e["choices"][0]["text"];
+      ASSERT_EQ(out.size(), 1u) << out;
+      EXPECT_TRUE(out[0] >= '3' && out[0] <= '7') << out;
     }
     for (const json& rf : {json("json"), json{{"json_schema", {}}}, json{{"type", 3}}}) {
       json e = post_json(c, path, req(rf), &st);
