@@ -8,7 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:?usage: run.sh PATH/TO/tritium}"
 cd "$here"
-if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ]; then
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ] || [ ! -d node_modules/ajv-formats ]; then
   npm ci --no-audit --no-fund --silent
 fi
 key="sk-tritium-test"

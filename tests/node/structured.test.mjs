@@ -1,4 +1,4 @@
-// Structured output against `tritium serve` (tiny-bitnet, which knows nothing of JSON): for each of 20 JSON
+// Structured output against `tritium serve` (tiny-bitnet, which knows nothing of JSON): for each of 22 JSON
 // Schemas, 200 completions sampled at temperature 1.0 must all parse and validate under ajv (an independent
 // validator); guided_regex / guided_choice outputs must match; greedy output is the same alone and among
 // concurrent requests. Env: TRITIUM_URL, TRITIUM_API_KEY (as openai.test.mjs).
@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 
 // The bundled tiny-bitnet, and tiny-qwen2 from the shared test data when run.sh could start it.
 const servers = [{ url: process.env.TRITIUM_URL, model: 'tiny-bitnet' }];
@@ -13,6 +14,7 @@ if (process.env.TRITIUM_QWEN2_URL) servers.push({ url: process.env.TRITIUM_QWEN2
 for (const s of servers) s.client = new OpenAI({ baseURL: s.url, apiKey: process.env.TRITIUM_API_KEY, maxRetries: 0 });
 const { client, model } = servers[0];
 const ajv = new Ajv2020({ strict: false });  // draft 2020-12: $defs, prefixItems
+addFormats(ajv);  // format: date, ipv4, uuid, ... are checked, not ignored
 const SAMPLES = Number(process.env.TRITIUM_STRUCTURED_SAMPLES ?? 200);
 
 const str = (n = 12) => ({ type: 'string', maxLength: n });
@@ -59,6 +61,12 @@ const schemas = {
   mixed_anyof: { anyOf: [{ type: 'object', properties: { ok: { const: true } }, required: ['ok'],
                             additionalProperties: false },
                           { type: 'array', items: { type: 'number' }, maxItems: 2 }] },
+  ranges: { type: 'object', properties: { days: { type: 'integer', minimum: 1, maximum: 7 },
+            step: { type: 'integer', multipleOf: 5, minimum: -20, exclusiveMaximum: 100 },
+            t: { type: 'number', minimum: -1.5, maximum: 2.25 } }, required: ['days', 'step', 't'],
+            additionalProperties: false },
+  formats: { type: 'object', properties: { ip: { type: 'string', format: 'ipv4' }, day: { type: 'string', format: 'date' },
+             id: { type: 'string', format: 'uuid' } }, required: ['ip', 'day', 'id'], additionalProperties: false },
   unicode: { type: 'object', properties: { 'näme': str(6), '中文': { enum: ['是', '否'] } },
              required: ['näme', '中文'], additionalProperties: false },
 };
@@ -75,8 +83,8 @@ async function sample({ client, model }, schema, n, seed, chat) {
 }
 
 for (const server of servers) {
-  test(`${server.model}: 20 schemas x ${SAMPLES} samples at temperature 1.0: every output validates under ajv`, async () => {
-    assert.equal(Object.keys(schemas).length, 20);
+  test(`${server.model}: 22 schemas x ${SAMPLES} samples at temperature 1.0: every output validates under ajv`, async () => {
+    assert.equal(Object.keys(schemas).length, 22);
     const per = 10;
     for (const [name, schema] of Object.entries(schemas)) {
       const validate = ajv.compile(schema);
@@ -130,8 +138,10 @@ test('greedy structured output is the same alone and among concurrent requests',
   assert.ok(ajv.compile(schema)(JSON.parse(alone)));
 });
 
-test('an unsupported schema keyword is a 400 naming it', async () => {
-  await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 4,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 3 } } } }),
-  (e) => e.status === 400 && /multipleOf/.test(e.message));
+test('a schema keyword beyond the automaton is a 400 naming it', async () => {
+  for (const schema of [{ type: 'number', multipleOf: 0.3 }, { type: 'object', patternProperties: { a: {} } }]) {
+    await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 4,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+    (e) => e.status === 400 && new RegExp(Object.keys(schema)[1]).test(e.message));
+  }
 });
