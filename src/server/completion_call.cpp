@@ -11,7 +11,8 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 CompletionCall::CompletionCall(Engine& engine, const ProtocolContext& ctx, ParsedRequest pr,
                                std::vector<std::shared_ptr<RequestHandle>> handles, std::shared_ptr<Responder> res,
                                std::string id, int64_t created,
-                               std::vector<std::pair<std::string, std::string>> headers, std::atomic<int>& active)
+                               std::vector<std::pair<std::string, std::string>> headers, std::atomic<int>& active,
+                               std::shared_ptr<ResponseDialect> dialect)
     : engine_(engine),
       ctx_(ctx),
       pr_(std::move(pr)),
@@ -20,7 +21,8 @@ CompletionCall::CompletionCall(Engine& engine, const ProtocolContext& ctx, Parse
       id_(std::move(id)),
       created_(created),
       headers_(std::move(headers)),
-      active_(active) {
+      active_(active),
+      dialect_(std::move(dialect)) {
   ++active_;
   finished_.assign(hs_.size(), false);
   started_.assign(hs_.size(), false);
@@ -72,7 +74,14 @@ void CompletionCall::unsubscribe() {
   for (auto& h : hs_) h->set_notify(nullptr);
 }
 
-void CompletionCall::send(const json& j) { res_->send_chunk("data: " + dump(j) + "\n\n"); }
+void CompletionCall::send(const json& j) {
+  if (dialect_) {
+    const std::string events = dialect_->stream_chunk(j);
+    if (!events.empty()) res_->send_chunk(events);
+    return;
+  }
+  res_->send_chunk("data: " + dump(j) + "\n\n");
+}
 
 void CompletionCall::pump_stream(size_t k) {
   RequestOutput ev;
@@ -155,6 +164,11 @@ void CompletionCall::pump() {
 
 void CompletionCall::finish() {
   answered_ = true;
+  if (pr_.stream && dialect_) {
+    res_->send_chunk(dialect_->stream_end(prompt_tokens_, completion_tokens_));
+    res_->end_stream();
+    return;
+  }
   if (pr_.stream) {
     if (pr_.include_usage) send(build_usage_chunk(pr_, prompt_tokens_, completion_tokens_, id_, created_, ctx_));
     res_->send_chunk("data: [DONE]\n\n");
@@ -166,12 +180,14 @@ void CompletionCall::finish() {
   for (const auto& o : outs_) {
     if (o.finish_reason == "error") {
       r.status = 500;
-      r.body = dump(error_json(ApiError{500, o.error, "internal_server_error", "", ""}));
+      const ApiError e{500, o.error, "internal_server_error", "", ""};
+      r.body = dump(dialect_ ? dialect_->error(e) : error_json(e));
       res_->respond(std::move(r));
       return;
     }
   }
-  r.body = dump(build_response(pr_, outs_, id_, created_, ctx_));
+  const json chat = build_response(pr_, outs_, id_, created_, ctx_);
+  r.body = dump(dialect_ ? dialect_->response(chat) : chat);
   res_->respond(std::move(r));
 }
 

@@ -3,7 +3,8 @@
 // The call submits nothing itself: it takes the engine handles of its choices (prompt p, sample i -> index
 // p * n + i) and writes the answer as their events arrive, on the connection's strand: SSE chunks as they come
 // (stream), or one JSON response when every choice has finished. A client that disconnects aborts every choice;
-// so does destroying the call before it has answered.
+// so does destroying the call before it has answered. With a ResponseDialect (server/response_dialect.h) the
+// same call answers another API: its chunks, response and errors go through the dialect.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "engine/engine.h"
 #include "server/http_message.h"
 #include "server/openai_protocol.h"
+#include "server/response_dialect.h"
 
 namespace tritium::server {
 
@@ -25,7 +27,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   CompletionCall(Engine& engine, const ProtocolContext& ctx, ParsedRequest pr,
                  std::vector<std::shared_ptr<RequestHandle>> handles, std::shared_ptr<Responder> res,
                  std::string id, int64_t created, std::vector<std::pair<std::string, std::string>> headers,
-                 std::atomic<int>& active);
+                 std::atomic<int>& active, std::shared_ptr<ResponseDialect> dialect = nullptr);
   ~CompletionCall();
 
   /// Hands the call to the connection and subscribes to the engine's events.
@@ -51,6 +53,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   int64_t created_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::atomic<int>& active_;
+  std::shared_ptr<ResponseDialect> dialect_;  ///< null: the OpenAI completions / chat completions shapes
   /// What the engine's callback holds: it never owns the call, so the call is never destroyed on the engine's
   /// thread (under the handle's lock).
   struct Wakeup {

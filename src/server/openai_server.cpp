@@ -167,7 +167,9 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     return reply(req, *res, std::move(r));
   }
   try {
-    if (!cfg_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && req.header("authorization") != "Bearer " + cfg_.api_key)
+    // The key as OpenAI clients send it (Authorization: Bearer) or as Anthropic clients do (x-api-key).
+    if (!cfg_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && req.header("authorization") != "Bearer " + cfg_.api_key &&
+        req.header("x-api-key") != cfg_.api_key)
       throw ApiError{401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key"};
     const bool get = req.method == "GET", post = req.method == "POST";
     const std::string& p = req.path;
@@ -224,6 +226,11 @@ void OpenAIServer::handle_completion(const HttpRequest& req, std::shared_ptr<Res
   // Parsed with the nesting bound (kMaxJsonDepth): a deep body is refused at its first level past it.
   const json body = parse_client_json(req.body);
   ParsedRequest pr = parse_request(body, chat, ctx_);
+  start_call(req, std::move(res), std::move(pr), fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", random_hex(next_id_++)));
+}
+
+void OpenAIServer::start_call(const HttpRequest& req, std::shared_ptr<Responder> res, ParsedRequest pr, std::string id,
+                              std::shared_ptr<ResponseDialect> dialect) {
   std::vector<std::shared_ptr<RequestHandle>> hs;
   try {
     for (size_t p = 0; p < pr.prompts.size(); ++p)
@@ -234,9 +241,8 @@ void OpenAIServer::handle_completion(const HttpRequest& req, std::shared_ptr<Res
   }
   HttpResponse cors;
   add_cors(req, cors);
-  auto call = std::make_shared<CompletionCall>(engine_, ctx_, std::move(pr), std::move(hs), res,
-                                               fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", random_hex(next_id_++)),
-                                               unix_now(), std::move(cors.headers), active_);
+  auto call = std::make_shared<CompletionCall>(engine_, ctx_, std::move(pr), std::move(hs), res, std::move(id),
+                                               unix_now(), std::move(cors.headers), active_, std::move(dialect));
   {
     std::lock_guard lk(mu_);
     std::erase_if(calls_, [](const std::weak_ptr<CompletionCall>& w) { return w.expired(); });

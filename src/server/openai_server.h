@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "server/http_transport.h"
 #include "server/openai_protocol.h"
+#include "server/response_dialect.h"
 #include "template/chat_template.h"
 
 namespace tritium::server {
@@ -64,6 +65,11 @@ class OpenAIServer {
   friend class CompletionCall;
   void handle(HttpRequest req, std::shared_ptr<Responder> res);
   void handle_completion(const HttpRequest& req, std::shared_ptr<Responder> res, bool chat);
+  /// Submits a parsed (chat) completion request and answers it from the engine's events: in the OpenAI shapes,
+  /// or through `dialect` (another API translated into a chat completion, server/response_dialect.h).
+  /// `id`: the response id. Throws ApiError when the engine refuses a request.
+  void start_call(const HttpRequest& req, std::shared_ptr<Responder> res, ParsedRequest pr, std::string id,
+                  std::shared_ptr<ResponseDialect> dialect = nullptr);
   HttpResponse json_response(int status, const nlohmann::json& j) const;
   HttpResponse error_response(const ApiError& e) const;
   /// Answers `res` with r plus the CORS headers the request's Origin gets.
