@@ -408,10 +408,10 @@ Nfa compile_json_schema(const json& schema, const JsonSchemaOptions& opts) {
   return b.finish(f);
 }
 
-Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, const std::string& prefix,
-                      const std::string& args_key, const std::string& suffix, const JsonSchemaOptions& opts) {
-  if (tools.empty()) throw GrammarError("tools: no function to call");
-  NfaBuilder b(opts.max_states);
+namespace {
+// {"name": "<name>", "<args_key>": <arguments>} for any one of `tools`.
+Frag any_tool_call(NfaBuilder& b, const std::vector<std::pair<std::string, json>>& tools, const std::string& args_key,
+                   const JsonSchemaOptions& opts) {
   std::vector<Frag> calls;
   for (const auto& [name, params] : tools) {
     const json schema = params.is_null() ? json{{"type", "object"}} : params;
@@ -420,7 +420,27 @@ Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, co
     calls.push_back(b.seq({b.literal("{\"name\": " + json(name).dump() + ", " + json(args_key).dump() + ": "),
                            args, b.literal("}")}));
   }
-  return b.finish(b.seq({b.literal(prefix), b.alt(calls), b.literal(suffix)}));
+  return b.alt(calls);
+}
+}  // namespace
+
+Nfa compile_tool_call(const std::vector<std::pair<std::string, json>>& tools, const std::string& prefix,
+                      const std::string& args_key, const std::string& suffix, const JsonSchemaOptions& opts) {
+  if (tools.empty()) throw GrammarError("tools: no function to call");
+  NfaBuilder b(opts.max_states);
+  const Frag call = any_tool_call(b, tools, args_key, opts);
+  return b.finish(b.seq({b.literal(prefix), call, b.literal(suffix)}));
+}
+
+Nfa compile_tool_call_list(const std::vector<std::pair<std::string, json>>& tools, const std::string& args_key,
+                           int max_calls, const JsonSchemaOptions& opts) {
+  if (tools.empty()) throw GrammarError("tools: no function to call");
+  if (max_calls == 0 || max_calls < -1) throw GrammarError("tools: the number of calls must be at least 1");
+  NfaBuilder b(opts.max_states);
+  const Frag first = any_tool_call(b, tools, args_key, opts);
+  const Frag more = b.repeat([&] { return b.seq({b.literal(", "), any_tool_call(b, tools, args_key, opts)}); }, 0,
+                             max_calls < 0 ? -1 : max_calls - 1);
+  return b.finish(b.seq({b.literal("["), first, more, b.literal("]")}));
 }
 
 Nfa compile_json_object(const JsonSchemaOptions& opts) {

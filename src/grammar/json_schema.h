@@ -46,6 +46,12 @@ Nfa compile_json_schema(const nlohmann::json& schema, const JsonSchemaOptions& o
 /// tool_choice "required" or a named function (e.g. Qwen's <tool_call>\n...\n</tool_call> with "arguments").
 Nfa compile_tool_call(const std::vector<std::pair<std::string, nlohmann::json>>& tools, const std::string& prefix,
                       const std::string& args_key, const std::string& suffix, const JsonSchemaOptions& opts = {});
+/// One to `max_calls` (-1: any number of) function calls as a JSON array [{"name": "<name>", "<args_key>": <JSON
+/// valid for the parameters schema>}, ...] (elements separated by ", "), each of any of `tools`: a forced tool call
+/// on a model whose chat template has no call syntax of its own (vLLM's form for tool_choice "required").
+/// Throws GrammarError.
+Nfa compile_tool_call_list(const std::vector<std::pair<std::string, nlohmann::json>>& tools, const std::string& args_key,
+                           int max_calls = -1, const JsonSchemaOptions& opts = {});
 /// response_format json_object: any JSON object.
 Nfa compile_json_object(const JsonSchemaOptions& opts = {});
 /// guided_regex: the whole output matches `pattern` (grammar/regex.h).

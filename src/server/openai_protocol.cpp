@@ -220,7 +220,9 @@ std::string api_finish_reason(const std::string& reason) { return reason; }
 
 namespace {
 // tools + tool_choice (OpenAI): "none" ignores the tools; "auto" (the default with tools) parses the output for
-// calls; "required" or {"type": "function", "function": {"name"}} constrains the output to one call.
+// calls; "required" or {"type": "function", "function": {"name"}} constrains the output to a call. On a template
+// without a call syntax the output is a JSON list of calls: one or more for "required" (exactly one with
+// "parallel_tool_calls": false), exactly one of the named function.
 void parse_tool_choice(const json& b, const ProtocolContext& ctx, ParsedRequest& r) {
   const bool has_tools = b.contains("tools") && b["tools"].is_array() && !b["tools"].empty();
   const json tc = b.contains("tool_choice") && !b["tool_choice"].is_null() ? b["tool_choice"] : json(has_tools ? "auto" : "none");
@@ -235,16 +237,23 @@ void parse_tool_choice(const json& b, const ProtocolContext& ctx, ParsedRequest&
     bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}");
   }
   if (!has_tools) bad("tool_choice", "'tool_choice' needs a non-empty 'tools' array");
+  bool parallel = true;
+  if (b.contains("parallel_tool_calls") && !b["parallel_tool_calls"].is_null()) {
+    if (!b["parallel_tool_calls"].is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    parallel = b["parallel_tool_calls"].get<bool>();
+  }
   r.tool_syntax = ctx.tool_syntax;
   if (tc == "auto") return;
   if (r.base.constraints.grammar)
     bad("tool_choice", "a forced tool call cannot be combined with response_format or guided_* fields");
   if (!ctx.grammars) bad("tool_choice", "constrained tool calls are not available here (no vocabulary)");
   const json& tools = b["tools"];
-  const ToolCallSyntax syntax = ctx.tool_syntax;
+  // A template without a call syntax of its own: the call is constrained to a JSON list of calls.
+  const ToolCallSyntax syntax = ctx.tool_syntax == ToolCallSyntax::kNone ? ToolCallSyntax::kJsonList : ctx.tool_syntax;
+  r.tool_syntax = syntax;
   r.base.constraints.grammar =
-      ctx.grammars->get(fmt::format("tools:{}:{}:{}", static_cast<int>(syntax), only, tools.dump()),
-                        [&] { return tool_call_grammar(tools, only, syntax); });
+      ctx.grammars->get(fmt::format("tools:{}:{}:{}:{}", static_cast<int>(syntax), only, parallel && only.empty(), tools.dump()),
+                        [&] { return tool_call_grammar(tools, only, syntax, parallel && only.empty()); });
   r.tool_call_forced = true;
 }
 }  // namespace

@@ -18,7 +18,13 @@ ToolCallSyntax detect_tool_call_syntax(const std::string& src) {
 }
 
 std::string tool_call_marker(ToolCallSyntax s) {
-  return s == ToolCallSyntax::kHermes ? "<tool_call>" : s == ToolCallSyntax::kLlama3 ? "{" : "";
+  switch (s) {
+    case ToolCallSyntax::kHermes: return "<tool_call>";
+    case ToolCallSyntax::kLlama3: return "{";
+    case ToolCallSyntax::kJsonList: return "[";
+    case ToolCallSyntax::kNone: break;
+  }
+  return "";
 }
 
 namespace {
@@ -93,13 +99,11 @@ void check_tools(const json& body) {
   }
 }
 
-grammar::Nfa tool_call_grammar(const json& tools, const std::string& only, ToolCallSyntax syntax) {
+grammar::Nfa tool_call_grammar(const json& tools, const std::string& only, ToolCallSyntax syntax, bool parallel) {
   auto bad = [](const std::string& param, const std::string& m) -> ApiError {
     return ApiError{400, m, "invalid_request_error", param, ""};
   };
-  if (syntax == ToolCallSyntax::kNone)
-    throw bad("tool_choice", "this model's chat template has no known tool-call syntax: tool_choice \"required\" or a "
-                             "named function cannot be enforced");
+  if (syntax == ToolCallSyntax::kNone) throw bad("tool_choice", "no tool-call syntax to constrain the output to");
   if (!tools.is_array() || tools.empty()) throw bad("tools", "tool_choice needs a non-empty 'tools' array");
   std::vector<std::pair<std::string, json>> fns;
   for (const json& t : tools) {
@@ -113,6 +117,7 @@ grammar::Nfa tool_call_grammar(const json& tools, const std::string& only, ToolC
   if (fns.empty()) throw bad("tool_choice", fmt::format("tool_choice names '{}', which is not in 'tools'", only));
   try {
     if (syntax == ToolCallSyntax::kHermes) return grammar::compile_tool_call(fns, "<tool_call>\n", "arguments", "\n</tool_call>");
+    if (syntax == ToolCallSyntax::kJsonList) return grammar::compile_tool_call_list(fns, "parameters", parallel ? -1 : 1);
     return grammar::compile_tool_call(fns, "", "parameters", "");
   } catch (const grammar::GrammarError& e) {
     throw bad("tools", fmt::format("a function's parameters: {}", e.what()));
@@ -167,6 +172,21 @@ std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax s
     ToolCall c;
     if (parse_json_bounded(t, j, error) && to_call(j, "parameters", c)) {
       calls.push_back(std::move(c));
+      content.clear();
+    }
+  } else if (syntax == ToolCallSyntax::kJsonList) {
+    // All or nothing: a list whose every element is a call.
+    json j;
+    std::string error;
+    if (parse_json_bounded(trim(text), j, error) && j.is_array() && !j.empty()) {
+      for (const json& e : j) {
+        ToolCall c;
+        if (!to_call(e, "parameters", c)) {
+          calls.clear();
+          return calls;
+        }
+        calls.push_back(std::move(c));
+      }
       content.clear();
     }
   }

@@ -4,7 +4,9 @@
 // Syntaxes: Hermes / Qwen2.5 / Qwen3 templates (they mention "<tool_call>"): <tool_call>\n{"name": ..., "arguments":
 // {...}}\n</tool_call>, one block per call; Llama 3.1+ templates (they mention "parameters" and
 // "<|python_tag|>" or "ipython"): the whole message is {"name": ..., "parameters": {...}}. Other templates: tools
-// are rendered but no call syntax is known, so "required" / named tool_choice are refused.
+// are rendered as the template renders them (or not at all), "auto" leaves the output as content, and "required" /
+// a named function constrain the output to a JSON list of calls [{"name": ..., "parameters": {...}}, ...]
+// (vLLM's form for a forced call), returned as tool_calls.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,7 +18,8 @@
 
 namespace tritium::server {
 
-enum class ToolCallSyntax { kNone, kHermes, kLlama3 };
+/// kJsonList is never detected from a template: it is the syntax of a forced call on a kNone template.
+enum class ToolCallSyntax { kNone, kHermes, kLlama3, kJsonList };
 
 ToolCallSyntax detect_tool_call_syntax(const std::string& chat_template_source);
 
@@ -33,16 +36,18 @@ struct ToolCall {
 /// place, e.g. "tools[0].function.parameters.properties: must be an object of schemas".
 void check_tools(const nlohmann::json& body);
 
-/// The grammar of one call of the tools the request allows: all of `tools` (the request's "tools" array), or
-/// only `only` when non-empty. Throws ApiError (400, param "tools" / "tool_choice") for malformed tools, an
-/// unknown name, or a parameters schema the grammar does not support.
-grammar::Nfa tool_call_grammar(const nlohmann::json& tools, const std::string& only, ToolCallSyntax syntax);
+/// The grammar of one call of the tools the request allows (kJsonList: a list of calls, one or more when
+/// `parallel`, exactly one otherwise): all of `tools` (the request's "tools" array), or only `only` when non-empty.
+/// Throws ApiError (400, param "tools" / "tool_choice") for malformed tools, an unknown name, a parameters schema
+/// the grammar does not support, or syntax kNone.
+grammar::Nfa tool_call_grammar(const nlohmann::json& tools, const std::string& only, ToolCallSyntax syntax,
+                               bool parallel = true);
 
 /// The calls in a finished output; `content` receives the text outside them ("" when there is none). No call
 /// (an output that does not follow the syntax) returns an empty list and the whole text as content.
 std::vector<ToolCall> parse_tool_calls(const std::string& text, ToolCallSyntax syntax, std::string& content);
 
-/// The text a streamed output starts with when it is a call ("<tool_call>" or "{"), "" for kNone.
+/// The text a streamed output starts with when it is a call ("<tool_call>", "{" or "["), "" for kNone.
 std::string tool_call_marker(ToolCallSyntax syntax);
 
 }  // namespace tritium::server

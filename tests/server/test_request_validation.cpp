@@ -65,8 +65,13 @@ std::vector<std::pair<std::string, std::pair<std::string, std::string>>> deep_bo
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// The largest time a refused deep request may take (a sanitizer build runs several times slower).
+// The largest time the parser may take to refuse a deep body (a sanitizer build runs several times slower).
 double deep_budget_ms() { return test::under_sanitizer() ? 250 : 50; }
+
+// The largest time a deep request may take through the server, upload of a 2.5 MB body included, on a loaded
+// 2-core machine. Parsing such a body whole before checking its depth took 1.3-2.6 s (and 10^5 levels overflowed
+// the stack), so the bound still tells the two apart by 5x.
+double deep_request_budget_ms() { return test::under_sanitizer() ? 1000 : 250; }
 
 json post(httplib::Client& c, const std::string& path, const std::string& body, int* status) {
   auto r = c.Post(path.c_str(), body, "application/json");
@@ -127,7 +132,7 @@ TEST(OpenAiLimits, DeepJsonIsRefusedWhileParsing) {
 }
 
 // Through the server: every field that takes a schema (and plain deep arrays in messages, prompts and tokens)
-// gets a 400 within the budget, and the server answers the next request.
+// gets a 400 within the request budget, and the server answers the next request.
 TEST(OpenAiLimits, DeepRequestsGet400FastAndTheServerServesOn) {
   Fixture f("", [](server::ServerConfig& sc) { sc.http.max_body_bytes = 4u << 20; });
   auto c = f.client();
@@ -141,7 +146,7 @@ TEST(OpenAiLimits, DeepRequestsGet400FastAndTheServerServesOn) {
     EXPECT_EQ(r["error"]["param"], field) << r.dump();
     EXPECT_NE(r["error"]["message"].get<std::string>().find("nested deeper than 128 levels"), std::string::npos)
         << r.dump();
-    EXPECT_LT(ms, deep_budget_ms()) << req.first << " " << field << ": " << req.second.size() << " bytes";
+    EXPECT_LT(ms, deep_request_budget_ms()) << req.first << " " << field << ": " << req.second.size() << " bytes";
     std::printf("%s %s: %zu bytes, 400 in %.1f ms\n", req.first.c_str(), field.c_str(), req.second.size(), ms);
     const json ok = post(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 2}}, &st);
     EXPECT_EQ(st, 200) << ok.dump();

@@ -12,4 +12,12 @@ namespace tritium::cpu {
 /// Multithreaded over N.
 void gemm_bf16w(const float* x, const uint16_t* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K);
 
+namespace detail {
+/// AVX2: rows [n0, n1) of y, the bf16 weights widened in registers (few activation rows: decode).
+void gemm_bf16w_avx2_rows(const float* x, const uint16_t* w, const float* bias, float* y, int64_t M, int64_t N,
+                          int64_t K, int64_t n0, int64_t n1);
+/// AVX2: dst[i] = f32(src[i]) for i < n.
+void widen_bf16_avx2(const uint16_t* src, float* dst, int64_t n);
+}  // namespace detail
+
 }  // namespace tritium::cpu

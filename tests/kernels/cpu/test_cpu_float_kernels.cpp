@@ -128,7 +128,7 @@ TEST(CpuFloatKernels, ActivationQuantizationIsPerTokenAbsmax) {
 
 // The bf16-weight GEMM gives gemm_f32's bits over the widened weights, on both kernel paths and any thread count.
 TEST(CpuFloatKernels, GemmBf16BitIdenticalToGemmF32OnWidenedWeights) {
-  for (auto [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {1, 1000, 256}, {3, 37, 100}, {17, 70, 264}}) {
+  for (auto [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {1, 1000, 256}, {1, 23, 263}, {2, 19, 37}, {3, 37, 100}, {17, 70, 264}}) {
     auto x = randn(static_cast<size_t>(M) * K, 4), wf = randn(static_cast<size_t>(N) * K, 5), b = randn(N, 6);
     std::vector<uint16_t> wb(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) {
