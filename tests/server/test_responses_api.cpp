@@ -2,7 +2,8 @@
 // translation (items -> messages, flat tools -> nested, text.format -> response_format, refusals), and the server
 // in-process: non-streaming and streaming answers against the chat completion of the same greedy request (text
 // and usage equal), the typed event order and sequence numbers, tool calls (forced by tool_choice) as
-// function_call items fed back with function_call_output, and bad bodies answered 400 while the server serves on.
+// function_call items fed back with function_call_output, and bad bodies answered 400 while the server serves on;
+// the dialect alone for the finish reasons a live server rarely gives (abort) and text beside calls.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "server/openai_protocol.h"
+#include "server/responses_dialect.h"
 #include "server/responses_request.h"
 #include "server/server_fixture.h"
 #include "test_util.h"
@@ -247,6 +249,67 @@ TEST(ResponsesTranslation, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(refusal(json::parse(R"({"input": "x", "previous_response_id": null, "background": false,
       "truncation": "disabled", "include": [], "reasoning": {}, "service_tier": "auto", "top_logprobs": 0,
       "store": false, "text": {"verbosity": "medium"}})")).status, 0);
+}
+
+TEST(ResponsesDialect, FinishReasonsAndTextBesideCalls) {
+  const json echo = server::responses_echo({{"input", "x"}});
+  auto chunk = [](const json& delta, const json& finish) {
+    return json{{"object", "chat.completion.chunk"},
+                {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}}}};
+  };
+  const json call = {{"id", "call_1"}, {"type", "function"}, {"index", 0},
+                     {"function", {{"name", "add"}, {"arguments", "{\"a\":1}"}}}};
+  // Streamed: text, then in the last chunk more text and a call; the message closes before the call's item.
+  server::ResponsesDialect d(echo, "resp_abc", "m", 123);
+  std::string sse = d.stream_chunk(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+  sse += d.stream_chunk(chunk({{"content", "Let me "}}, nullptr));
+  sse += d.stream_chunk(chunk({{"content", "add."}, {"tool_calls", {call}}}, "tool_calls"));
+  sse += d.stream_end(5, 9);
+  const std::vector<Event> ev = parse_events(sse);
+  EXPECT_EQ(names(ev), std::vector<std::string>({"response.created", "response.in_progress",
+      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+      "response.output_item.done", "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done", "response.completed"}));
+  ASSERT_EQ(ev.size(), 14u);
+  for (size_t i = 0; i < ev.size(); ++i) EXPECT_EQ(ev[i].data["sequence_number"], i);
+  EXPECT_EQ(ev[6].data["text"], "Let me add.");
+  EXPECT_EQ(ev[9].data["output_index"], 1);
+  EXPECT_EQ(ev[11].data["arguments"], "{\"a\":1}");
+  const json& done = ev[13].data["response"];
+  EXPECT_EQ(done["id"], "resp_abc");
+  EXPECT_EQ(done["created_at"], 123);
+  EXPECT_EQ(done["status"], "completed");
+  ASSERT_EQ(done["output"].size(), 2u);
+  EXPECT_EQ(done["output"][0]["id"], "msg_abc");
+  EXPECT_EQ(done["output"][1], json({{"type", "function_call"}, {"id", "fc_abc_0"}, {"call_id", "call_1"},
+                                     {"name", "add"}, {"arguments", "{\"a\":1}"}, {"status", "completed"}}));
+  EXPECT_EQ(done["usage"]["input_tokens"], 5);
+  EXPECT_EQ(done["usage"]["output_tokens"], 9);
+  EXPECT_EQ(done["usage"]["total_tokens"], 14);
+  // Streamed, cut at max_output_tokens: response.incomplete, the message incomplete.
+  server::ResponsesDialect len(echo, "resp_l", "m", 1);
+  std::string sse2 = len.stream_chunk(chunk({{"role", "assistant"}, {"content", "ab"}}, "length"));
+  sse2 += len.stream_end(1, 1);
+  const std::vector<Event> ev2 = parse_events(sse2);
+  ASSERT_FALSE(ev2.empty());
+  EXPECT_EQ(ev2.back().name, "response.incomplete");
+  EXPECT_EQ(ev2.back().data["response"]["incomplete_details"], json({{"reason", "max_output_tokens"}}));
+  EXPECT_EQ(ev2.back().data["response"]["output"][0]["status"], "incomplete");
+  // Non-streaming: an aborted request fails; a call without text has no message item.
+  server::ResponsesDialect ab(echo, "resp_x", "m", 1);
+  const json usage = {{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}};
+  json r = ab.response({{"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", "a"}}},
+                                      {"finish_reason", "abort"}}}}, {"usage", usage}});
+  EXPECT_EQ(r["status"], "failed");
+  EXPECT_EQ(r["error"]["code"], "server_error");
+  r = ab.response({{"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", nullptr},
+                                                             {"tool_calls", {call}}}},
+                                  {"finish_reason", "tool_calls"}}}}, {"usage", usage}});
+  EXPECT_EQ(r["status"], "completed");
+  ASSERT_EQ(r["output"].size(), 1u);
+  EXPECT_EQ(r["output"][0]["type"], "function_call");
+  EXPECT_EQ(r["usage"]["total_tokens"], 5);
 }
 
 TEST(ResponsesApi, GreedyResponseMatchesTheChatCompletion) {
