@@ -6,6 +6,8 @@
 
 #include "server/completion_call.h"
 #include "server/metrics.h"
+#include "server/responses_dialect.h"
+#include "server/responses_request.h"
 #include "server/structured_output.h"
 
 namespace tritium::server {
@@ -202,6 +204,7 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     }
     if ((p == "/v1/completions" || p == "/v1/chat/completions") && post)
       return handle_completion(req, res, p == "/v1/chat/completions");
+    if (p == "/v1/responses" && post) return handle_responses(req, res);
     if ((p == "/tokenize" || p == "/detokenize") && post) {
       const json body = parse_client_json(req.body);
       if (body.is_object() && body.contains("model") && body["model"] != cfg_.model_name)
@@ -210,7 +213,8 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
       return reply(req, *res, json_response(200, p == "/tokenize" ? tokenize_json(body, ctx_) : detokenize_json(body, ctx_)));
     }
     static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/completions",
-                                          "/v1/chat/completions", "/tokenize", "/detokenize"};
+                                          "/v1/chat/completions", "/v1/responses", "/tokenize",
+                                          "/detokenize"};
     for (const char* r : kRoutes)
       if (p == r) throw ApiError{405, fmt::format("{} {}: method not allowed", req.method, p), "invalid_request_error", "", ""};
     throw not_found(fmt::format("{} {}: not found", req.method, p));
@@ -227,6 +231,22 @@ void OpenAIServer::handle_completion(const HttpRequest& req, std::shared_ptr<Res
   const json body = parse_client_json(req.body);
   ParsedRequest pr = parse_request(body, chat, ctx_);
   start_call(req, std::move(res), std::move(pr), fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", random_hex(next_id_++)));
+}
+
+void OpenAIServer::handle_responses(const HttpRequest& req, std::shared_ptr<Responder> res) {
+  if (draining_) throw ApiError{503, "the server is shutting down", "service_unavailable", "", ""};
+  const json body = parse_client_json(req.body);
+  const json chat = responses_to_chat(body);
+  const std::string id = "resp_" + random_hex(next_id_++);
+  try {
+    ParsedRequest pr = parse_request(chat, true, ctx_);
+    auto dialect = std::make_shared<ResponsesDialect>(responses_echo(body), id, cfg_.model_name, unix_now());
+    start_call(req, std::move(res), std::move(pr), id, std::move(dialect));
+  } catch (ApiError& e) {
+    // Errors about the translated chat body name the Responses field it came from.
+    e.param = responses_param(e.param);
+    throw;
+  }
 }
 
 void OpenAIServer::start_call(const HttpRequest& req, std::shared_ptr<Responder> res, ParsedRequest pr, std::string id,

@@ -2,6 +2,7 @@
 // (server/http_transport.h).
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or SSE streaming ending in "data: [DONE]"),
+// POST /v1/responses (OpenAI Responses: JSON or typed SSE events; nothing is stored),
 // GET /v1/models, GET /health, GET /metrics (Prometheus text, vLLM's metric names with the prefix "tritium:"),
 // POST /tokenize and /detokenize (vLLM's shapes), and OPTIONS preflight with CORS headers for
 // ServerConfig::allowed_origins.
@@ -65,6 +66,9 @@ class OpenAIServer {
   friend class CompletionCall;
   void handle(HttpRequest req, std::shared_ptr<Responder> res);
   void handle_completion(const HttpRequest& req, std::shared_ptr<Responder> res, bool chat);
+  /// POST /v1/responses: the Responses body translated into a chat completion (server/responses_request.h),
+  /// answered through a ResponsesDialect (server/responses_dialect.h); no response is stored.
+  void handle_responses(const HttpRequest& req, std::shared_ptr<Responder> res);
   /// Submits a parsed (chat) completion request and answers it from the engine's events: in the OpenAI shapes,
   /// or through `dialect` (another API translated into a chat completion, server/response_dialect.h).
   /// `id`: the response id. Throws ApiError when the engine refuses a request.

@@ -1,10 +1,11 @@
 // libFuzzer target: OpenAI request bodies (server/openai_protocol.h) on arbitrary bytes: JSON parsing with the
 // server's nesting bound, then parse_request for /v1/completions and /v1/chat/completions (the bundled model's
 // tokenizer and chat template) and the engine requests built from it (structured output: the grammar compiled and
-// its first token mask); also /tokenize and /detokenize. Acceptable failures: a JSON parse error or too deep a
+// its first token mask); also /tokenize and /detokenize, and /v1/responses (server/responses_request.h): the body
+// translated into a chat completions body, which then goes through parse_request, and its echo fields. Acceptable failures: a JSON parse error or too deep a
 // document, and an ApiError (a 4xx answer); anything else is a bug. Seeds: tests/fuzz/openai_request/ (among them
 // deep_schema.json, a schema nested 2,000 levels, and deep_schema_string.json, one of 1,000 levels given as a
-// JSON string in guided_json: both refused at the bound).
+// JSON string in guided_json: both refused at the bound; responses_*.json, Responses bodies).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "fuzz_util.h"
 #include "server/openai_protocol.h"
+#include "server/responses_request.h"
 #include "server/structured_output.h"
 
 namespace {
@@ -59,6 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     } catch (const tritium::server::ApiError&) {
     }
+  }
+  try {
+    const nlohmann::json chat = tritium::server::responses_to_chat(body);
+    (void)tritium::server::responses_echo(body);
+    const tritium::server::ParsedRequest r = tritium::server::parse_request(chat, true, c.ctx);
+    (void)tritium::server::make_engine_request(r, 0, 0);
+  } catch (const tritium::server::ApiError& e) {
+    (void)tritium::server::responses_param(e.param);
   }
   try {
     (void)tritium::server::tokenize_json(body, c.ctx);

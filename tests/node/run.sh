@@ -3,6 +3,7 @@
 # started here on free loopback ports: openai.test.mjs and structured.test.mjs on the bundled model; tools.test.mjs
 # on the bundled model with the Qwen3 chat template (from $TRITIUM_TEST_DATA/tokenizers/qwen3), and the structured
 # output test on tiny-qwen2 too ($TRITIUM_TEST_DATA/models/tiny-qwen2); both skipped without the shared data.
+# responses.test.mjs (POST /v1/responses) on the bundled model, its tool tests on the Qwen3-template server.
 # Usage: run.sh PATH/TO/tritium
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -53,4 +54,4 @@ if [ -f "$data/models/tiny-qwen2/config.json" ]; then
   qwen2_url="http://127.0.0.1:$(start_server qwen2 -m "$data/models/tiny-qwen2")/v1"
 fi
 TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_TOOLS_URL="$tools_url" TRITIUM_QWEN2_URL="$qwen2_url" TRITIUM_API_KEY="$key" \
-  node --test openai.test.mjs structured.test.mjs tools.test.mjs
+  node --test openai.test.mjs structured.test.mjs tools.test.mjs responses.test.mjs

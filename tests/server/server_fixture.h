@@ -1,4 +1,5 @@
-// The server in-process on 127.0.0.1 (ephemeral port) over the bundled tiny BitNet model on one CPU thread.
+// The server in-process on 127.0.0.1 (ephemeral port) over the bundled tiny BitNet model on one CPU thread, with
+// the model's chat template or the one given.
 #pragma once
 
 #include <httplib.h>
@@ -6,6 +7,7 @@
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -24,7 +26,8 @@ struct Fixture {
   std::unique_ptr<server::OpenAIServer> srv;
   int saved_threads = num_threads();
 
-  explicit Fixture(const std::string& api_key = "", const std::function<void(server::ServerConfig&)>& tweak = {}) {
+  explicit Fixture(const std::string& api_key = "", const std::function<void(server::ServerConfig&)>& tweak = {},
+                   std::optional<ChatTemplateFiles> chat = std::nullopt) {
     std::signal(SIGPIPE, SIG_IGN);
     set_num_threads(1);
     model = load_transformer(test::bundled_model());
@@ -41,7 +44,8 @@ struct Fixture {
     sc.model_name = "tiny-bitnet";
     sc.http.max_body_bytes = 64 * 1024;
     if (tweak) tweak(sc);
-    srv = std::make_unique<server::OpenAIServer>(*engine, *tok, load_chat_template(test::bundled_model()), sc);
+    if (!chat) chat = load_chat_template(test::bundled_model());
+    srv = std::make_unique<server::OpenAIServer>(*engine, *tok, std::move(chat), sc);
     srv->start();
   }
   ~Fixture() {
