@@ -35,6 +35,7 @@ void append_output(RequestOutput& all, RequestOutput&& ev) {
   if (ev.finished) {
     all.finished = true;
     all.finish_reason = std::move(ev.finish_reason);
+    all.stop_string = std::move(ev.stop_string);
     all.error = std::move(ev.error);
     all.prompt_tokens = ev.prompt_tokens;
     all.completion_tokens = ev.completion_tokens;
@@ -324,6 +325,7 @@ void Engine::finish(Req& r, const std::string& reason, const std::string& error)
     o.text = r.stopper->push(r.detok->flush()) + r.stopper->flush();
   o.finished = true;
   o.finish_reason = reason;
+  if (reason == "stop" && r.stopper->stopped()) o.stop_string = r.stopper->matched();
   o.error = error;
   o.prompt_tokens = r.seq.num_prompt;
   o.completion_tokens = r.generated;

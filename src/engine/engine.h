@@ -86,6 +86,7 @@ struct RequestOutput {
   std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;        ///< "stop", "length", "abort", "error"
+  std::string stop_string;          ///< finish_reason "stop" by a stop string: that string ("" otherwise)
   std::string error;                ///< message when finish_reason == "error"
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
 };

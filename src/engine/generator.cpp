@@ -16,7 +16,10 @@ std::string StopStringFilter::push(const std::string& piece) {
   for (const auto& s : stops_) {
     if (s.empty()) continue;
     size_t p = pending_.find(s);
-    if (p != std::string::npos) cut = std::min(cut, p);
+    if (p != std::string::npos && (cut == std::string::npos || p < cut)) {
+      cut = p;
+      matched_ = s;
+    }
   }
   if (cut != std::string::npos) {
     stopped_ = true;

@@ -53,17 +53,19 @@ class Generator {
 };
 
 /// Streams text while holding back any suffix that could begin a stop string. Push pieces; returns what is safe to
-/// emit. stopped() turns true once a stop string appeared (text from it on is dropped).
+/// emit. stopped() turns true once a stop string appeared (text from it on is dropped); matched() is that stop
+/// string (the one that starts first in the text; of those starting at the same place, the first listed).
 class StopStringFilter {
  public:
   explicit StopStringFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
   std::string push(const std::string& piece);
   std::string flush();
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
-  std::string pending_;
+  std::string pending_, matched_;
   bool stopped_ = false;
 };
 

@@ -566,6 +566,7 @@ json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& ou
     }
     if (r.prompt_logprobs >= 0) c["prompt_logprobs"] = prompt_logprobs_json(o.prompt_logprobs, *ctx.tokenizer);
     c["finish_reason"] = finish;
+    c["stop_reason"] = o.stop_string.empty() ? json(nullptr) : json(o.stop_string);
     choices.push_back(std::move(c));
   }
   json resp = {{"id", id},
@@ -603,6 +604,7 @@ json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, boo
   }
   if (r.prompt_logprobs >= 0 && first) c["prompt_logprobs"] = prompt_logprobs_json(ev.prompt_logprobs, *ctx.tokenizer);
   c["finish_reason"] = ev.finished ? json(api_finish_reason(ev.finish_reason)) : json(nullptr);
+  c["stop_reason"] = ev.stop_string.empty() ? json(nullptr) : json(ev.stop_string);
   return json{{"id", id},
               {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
               {"created", created},

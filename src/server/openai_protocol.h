@@ -108,11 +108,13 @@ std::string default_model_id(const std::string& model_path);
 /// message.tool_calls / delta.tool_calls entries (ids derived from the response id and the choice).
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id, size_t choice);
 
-/// The non-streaming response of finished choices (outs[k] is choice k).
+/// The non-streaming response of finished choices (outs[k] is choice k). Each choice carries vLLM's
+/// "stop_reason": the stop string that ended it, null otherwise (EOS, a stop token, length).
 nlohmann::json build_response(const ParsedRequest& r, const std::vector<RequestOutput>& outs, const std::string& id,
                               int64_t created, const ProtocolContext& ctx);
 
-/// One streaming chunk for choice `index` with new text (and logprobs), finish_reason when finished.
+/// One streaming chunk for choice `index` with new text (and logprobs), finish_reason (and "stop_reason", as in
+/// build_response) when finished.
 /// `text_offset`: the choice's characters streamed so far (logprobs.text_offset), advanced by this chunk.
 nlohmann::json build_chunk(const ParsedRequest& r, int index, const RequestOutput& ev, bool first, const std::string& id,
                            int64_t created, const ProtocolContext& ctx, size_t& text_offset);

@@ -4,6 +4,8 @@
 #include <random>
 #include <thread>
 
+#include "server/anthropic_dialect.h"
+#include "server/anthropic_request.h"
 #include "server/completion_call.h"
 #include "server/metrics.h"
 #include "server/responses_dialect.h"
@@ -139,7 +141,9 @@ HttpResponse OpenAIServer::json_response(int status, const json& j) const {
   return r;
 }
 
-HttpResponse OpenAIServer::error_response(const ApiError& e) const { return json_response(e.status, error_json(e)); }
+HttpResponse OpenAIServer::error_response(const ApiError& e, bool anthropic) const {
+  return json_response(e.status, anthropic ? anthropic_error_json(e) : error_json(e));
+}
 
 void OpenAIServer::add_cors(const HttpRequest& req, HttpResponse& r) const {
   const std::string allow = cors_allow_origin(cfg_.allowed_origins, req.header("origin"));
@@ -168,6 +172,8 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     }
     return reply(req, *res, std::move(r));
   }
+  // Anthropic's Messages API routes answer errors in Anthropic's shape (server/anthropic_dialect.h).
+  const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
   try {
     // The key as OpenAI clients send it (Authorization: Bearer) or as Anthropic clients do (x-api-key).
     if (!cfg_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && req.header("authorization") != "Bearer " + cfg_.api_key &&
@@ -205,6 +211,8 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     if ((p == "/v1/completions" || p == "/v1/chat/completions") && post)
       return handle_completion(req, res, p == "/v1/chat/completions");
     if (p == "/v1/responses" && post) return handle_responses(req, res);
+    if ((p == "/v1/messages" || p == "/v1/messages/count_tokens") && post)
+      return handle_messages(req, res, p == "/v1/messages/count_tokens");
     if ((p == "/tokenize" || p == "/detokenize") && post) {
       const json body = parse_client_json(req.body);
       if (body.is_object() && body.contains("model") && body["model"] != cfg_.model_name)
@@ -214,15 +222,32 @@ void OpenAIServer::handle(HttpRequest req, std::shared_ptr<Responder> res) {
     }
     static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/completions",
                                           "/v1/chat/completions", "/v1/responses", "/tokenize",
-                                          "/detokenize"};
+                                          "/detokenize", "/v1/messages", "/v1/messages/count_tokens"};
     for (const char* r : kRoutes)
       if (p == r) throw ApiError{405, fmt::format("{} {}: method not allowed", req.method, p), "invalid_request_error", "", ""};
     throw not_found(fmt::format("{} {}: not found", req.method, p));
   } catch (const ApiError& e) {
-    reply(req, *res, error_response(e));
+    reply(req, *res, error_response(e, anthropic));
   } catch (const std::exception& x) {
-    reply(req, *res, error_response(ApiError{500, x.what(), "internal_server_error", "", ""}));
+    reply(req, *res, error_response(ApiError{500, x.what(), "internal_server_error", "", ""}, anthropic));
   }
+}
+
+void OpenAIServer::handle_messages(const HttpRequest& req, std::shared_ptr<Responder> res, bool count_tokens) {
+  if (draining_) throw ApiError{503, "the server is shutting down", "service_unavailable", "", ""};
+  const json body = parse_client_json(req.body);
+  json chat = anthropic_to_chat(body, count_tokens);
+  if (count_tokens) {
+    if (chat["model"] != cfg_.model_name)
+      throw not_found(fmt::format("The model `{}` does not exist.", chat["model"].get<std::string>()), "model_not_found");
+    chat.erase("model");
+    chat.erase("tool_choice");
+    return reply(req, *res, json_response(200, json{{"input_tokens", tokenize_json(chat, ctx_)["count"]}}));
+  }
+  ParsedRequest pr = parse_request(chat, true, ctx_);
+  const std::string id = "msg_" + random_hex(next_id_++);
+  const auto input_tokens = static_cast<int64_t>(pr.prompts[0].size());
+  start_call(req, std::move(res), std::move(pr), id, std::make_shared<AnthropicDialect>(id, cfg_.model_name, input_tokens));
 }
 
 void OpenAIServer::handle_completion(const HttpRequest& req, std::shared_ptr<Responder> res, bool chat) {

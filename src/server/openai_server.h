@@ -4,7 +4,8 @@
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or SSE streaming ending in "data: [DONE]"),
 // POST /v1/responses (OpenAI Responses: JSON or typed SSE events; nothing is stored),
 // GET /v1/models, GET /health, GET /metrics (Prometheus text, vLLM's metric names with the prefix "tritium:"),
-// POST /tokenize and /detokenize (vLLM's shapes), and OPTIONS preflight with CORS headers for
+// POST /tokenize and /detokenize (vLLM's shapes), Anthropic's POST /v1/messages and /v1/messages/count_tokens
+// (server/anthropic_request.h, server/anthropic_dialect.h; errors there in Anthropic's shape), and OPTIONS preflight with CORS headers for
 // ServerConfig::allowed_origins.
 // Errors are OpenAI error JSON: 400 bad request / context too long, 401 wrong API key, 404 unknown model or
 // route, 405 wrong method, 413 body too large, 429 too many requests in flight, 503 shutting down. A client that
@@ -69,13 +70,17 @@ class OpenAIServer {
   /// POST /v1/responses: the Responses body translated into a chat completion (server/responses_request.h),
   /// answered through a ResponsesDialect (server/responses_dialect.h); no response is stored.
   void handle_responses(const HttpRequest& req, std::shared_ptr<Responder> res);
+  /// Anthropic's POST /v1/messages (a chat completion answered through AnthropicDialect) and
+  /// /v1/messages/count_tokens ({"input_tokens": the rendered prompt's tokens}). Throws ApiError.
+  void handle_messages(const HttpRequest& req, std::shared_ptr<Responder> res, bool count_tokens);
   /// Submits a parsed (chat) completion request and answers it from the engine's events: in the OpenAI shapes,
   /// or through `dialect` (another API translated into a chat completion, server/response_dialect.h).
   /// `id`: the response id. Throws ApiError when the engine refuses a request.
   void start_call(const HttpRequest& req, std::shared_ptr<Responder> res, ParsedRequest pr, std::string id,
                   std::shared_ptr<ResponseDialect> dialect = nullptr);
   HttpResponse json_response(int status, const nlohmann::json& j) const;
-  HttpResponse error_response(const ApiError& e) const;
+  /// `anthropic`: in Anthropic's error shape (the /v1/messages routes).
+  HttpResponse error_response(const ApiError& e, bool anthropic = false) const;
   /// Answers `res` with r plus the CORS headers the request's Origin gets.
   void reply(const HttpRequest& req, Responder& res, HttpResponse r) const;
   void add_cors(const HttpRequest& req, HttpResponse& r) const;

@@ -243,6 +243,7 @@ json responses_to_chat(const json& b) {
   chat["messages"] = std::move(msgs);
   if (given(b, "tools")) chat["tools"] = translate_tools(b["tools"]);
   if (given(b, "tool_choice")) chat["tool_choice"] = translate_tool_choice(b["tool_choice"]);
+  if (given(b, "parallel_tool_calls")) chat["parallel_tool_calls"] = b["parallel_tool_calls"];
   if (given(b, "text"))
     if (json rf = translate_format(b["text"]); !rf.is_null()) chat["response_format"] = std::move(rf);
   if (given(b, "max_output_tokens")) {

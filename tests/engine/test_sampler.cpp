@@ -103,6 +103,19 @@ TEST(StopStrings, HeldBackAcrossPiecesAndCut) {
   EXPECT_TRUE(f.stopped());
   EXPECT_EQ(out, "Hello </x ");
   EXPECT_EQ(f.push("ignored"), "");
+  EXPECT_EQ(f.matched(), "STOP");
+}
+
+// matched(): the stop string that starts first in the text, whatever its place in the list; at one start, the
+// first listed.
+TEST(StopStrings, MatchedIsTheEarliestStopString) {
+  StopStringFilter f({"cd", "b", "bc"});
+  EXPECT_EQ(f.matched(), "");
+  EXPECT_EQ(f.push("abcd"), "a");
+  EXPECT_EQ(f.matched(), "b");
+  StopStringFilter g({"xyz", "bcd"});
+  EXPECT_EQ(g.push("abcdxyz"), "a");
+  EXPECT_EQ(g.matched(), "bcd");
 }
 
 // apply_token_constraints: allowed ids, one- and two-token bad words, min_tokens masking EOS / stop ids unless

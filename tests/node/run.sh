@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the node tests (node's built-in test runner + the official openai npm package, ajv) against `tritium serve`
-# started here on free loopback ports: openai.test.mjs and structured.test.mjs on the bundled model; tools.test.mjs
+# Runs the node tests (node's built-in test runner + the official openai and @anthropic-ai/sdk npm packages, ajv)
+# against `tritium serve` started here on free loopback ports: openai.test.mjs, structured.test.mjs and
+# anthropic.test.mjs on the bundled model (anthropic.test.mjs's tool tests on the Qwen3 server); tools.test.mjs
 # on the bundled model with the Qwen3 chat template (from $TRITIUM_TEST_DATA/tokenizers/qwen3), and the structured
 # output test on tiny-qwen2 too ($TRITIUM_TEST_DATA/models/tiny-qwen2); both skipped without the shared data.
 # responses.test.mjs (POST /v1/responses) on the bundled model, its tool tests on the Qwen3-template server.
@@ -9,7 +10,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:?usage: run.sh PATH/TO/tritium}"
 cd "$here"
-if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ] || [ ! -d node_modules/ajv-formats ]; then
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/ajv ] || [ ! -d node_modules/ajv-formats ] ||
+   [ ! -d node_modules/@anthropic-ai/sdk ]; then
   npm ci --no-audit --no-fund --silent
 fi
 key="sk-tritium-test"
@@ -54,4 +56,4 @@ if [ -f "$data/models/tiny-qwen2/config.json" ]; then
   qwen2_url="http://127.0.0.1:$(start_server qwen2 -m "$data/models/tiny-qwen2")/v1"
 fi
 TRITIUM_URL="http://127.0.0.1:$port/v1" TRITIUM_TOOLS_URL="$tools_url" TRITIUM_QWEN2_URL="$qwen2_url" TRITIUM_API_KEY="$key" \
-  node --test openai.test.mjs structured.test.mjs tools.test.mjs responses.test.mjs
+  node --test openai.test.mjs structured.test.mjs tools.test.mjs responses.test.mjs anthropic.test.mjs
