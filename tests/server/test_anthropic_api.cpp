@@ -102,8 +102,10 @@ TEST(AnthropicRequest, ToolsAndToolChoiceMapToChat) {
   EXPECT_FALSE(c.contains("tool_choice"));
   b["tool_choice"] = {{"type", "any"}};
   EXPECT_EQ(server::anthropic_to_chat(b)["tool_choice"], "required");
+  EXPECT_FALSE(server::anthropic_to_chat(b).contains("parallel_tool_calls"));
   b["tool_choice"] = {{"type", "auto"}, {"disable_parallel_tool_use", true}};
   EXPECT_EQ(server::anthropic_to_chat(b)["tool_choice"], "auto");
+  EXPECT_EQ(server::anthropic_to_chat(b)["parallel_tool_calls"], false);
   b["tool_choice"] = {{"type", "none"}};
   EXPECT_EQ(server::anthropic_to_chat(b)["tool_choice"], "none");
   b["tool_choice"] = {{"type", "tool"}, {"name", "f"}};

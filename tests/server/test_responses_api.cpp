@@ -147,8 +147,9 @@ TEST(ResponsesTranslation, InputItemsBecomeMessages) {
   EXPECT_EQ(chat["top_p"], 0.5);
   EXPECT_EQ(chat["stream"], true);
   EXPECT_EQ(chat["model"], "m");
-  for (const char* k : {"metadata", "user", "store", "parallel_tool_calls", "instructions", "input"})
-    EXPECT_FALSE(chat.contains(k)) << k;
+  for (const char* k : {"metadata", "user", "store", "instructions", "input"}) EXPECT_FALSE(chat.contains(k)) << k;
+  // parallel_tool_calls is chat's field too: it bounds a forced call list on a template without a call syntax.
+  EXPECT_EQ(chat["parallel_tool_calls"], false);
   // A string input is one user message; a call without an assistant message before it gets its own.
   EXPECT_EQ(server::responses_to_chat({{"input", "hi"}})["messages"],
             json::parse(R"([{"role": "user", "content": "hi"}])"));
