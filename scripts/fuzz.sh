@@ -11,6 +11,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${TRITIUM_FUZZ_BUILD:-$ROOT/build-fuzz}
 CXX_BIN=${CXX:-clang++-14}
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX_BIN" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DTRITIUM_FUZZ=ON -DTRITIUM_CUDA=OFF -DTRITIUM_MPI=OFF -DTRITIUM_BUILD_TESTS=OFF -DTRITIUM_BUILD_BENCH=OFF >/dev/null
 targets=()
 for src in "$ROOT"/tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$src" .cpp)"); done

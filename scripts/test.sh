@@ -19,8 +19,9 @@ CMAKE_BUILD_PARALLEL_LEVEL=$JOBS bash -c "$(python3 tools/readme_command.py 1)"
 (cd build && ctest --output-on-failure -j 2 --timeout 900)
 
 echo "== ASan + UBSan build"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRITIUM_SANITIZE=ON \
-  -DTRITIUM_CUDA=OFF -DTRITIUM_BUILD_BENCH=OFF >/dev/null
+# -O1 and line tables only (what the sanitizers' reports need) compile in about 40% of -O2 -g's time.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DTRITIUM_SANITIZE=ON -DTRITIUM_CUDA=OFF -DTRITIUM_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

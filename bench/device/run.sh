@@ -8,7 +8,7 @@
 #   kernels  cuda-bench --kernels --int8-kernels: GEMV/GEMM of both ternary layouts and int8 against cuBLAS bf16
 #            and the copy bandwidth measured in the same run (token counts KERNEL_BATCHES, default 1,4,16,512)
 #   e2e      decode steps of a synthetic BitNet b1.58 2B4T (synth --shape bitnet-2b4t) at batch E2E_BATCHES (default
-#            1,16,64), layouts E2E_LAYOUTS (default "tc2 tcb"), KV cache dtypes E2E_KV (default "auto")
+#            1,16,64), layouts E2E_LAYOUTS (default "tc2 tcb"), KV cache dtypes E2E_KV (default "f32 bf16")
 #   serve    `tritium serve --device cuda --max-num-seqs 256` on the same model under `tritium bench serve` (128 in /
 #            128 out, EOS ignored) at concurrency SERVE_C (default "1 16 64"), with SERVE_FLAGS added to serve
 #   service  the service class of a 1.5B-class ternary model (synth --shape qwen2-1.5b): `serve` under `bench serve`
@@ -57,7 +57,7 @@ for suite in "$@"; do
     for B in $BINS; do
       name=${B%%:*}; bin=${B#*:}
       for L in ${E2E_LAYOUTS:-tc2 tcb}; do
-        for KV in ${E2E_KV:-auto}; do
+        for KV in ${E2E_KV:-f32 bf16}; do
           [ "$name" = base ] && [ "$L" = tcb ] && continue
           TRITIUM_CUDA_LAYOUT=$L timeout 150 "$bin" cuda-bench -m $SYN --batch "${E2E_BATCHES:-1,16,64}" --prompt 32 \
             --gen 64 -r 3 --kv-cache-dtype "$KV" > "$OUT/e2e_${name}_${L}_$KV.md" 2>&1

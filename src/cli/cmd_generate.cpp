@@ -66,7 +66,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   sub->add_flag("--token-ids", a->token_ids,
                 "also print the prompt's and the generated token ids on stderr, as one JSON line after 'token ids: '");
   sub->add_option("--kv-cache-dtype", a->kv_dtype,
-                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, fp8, int8");
+                  "KV cache dtype: auto (= f32, exact), f32, f16, bf16, fp8, int8");
   runners()[sub] = [a] { return run(*a); };
 });
 

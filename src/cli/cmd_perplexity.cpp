@@ -145,7 +145,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
                   "(safetensors) for a later --kl-divergence run");
   sub->add_option("--kl-divergence", a->kl_base, "compare with a --save-logits file: mean KLD, dPPL, same top-1");
   sub->add_option("--kv-cache-dtype", a->kv_dtype,
-                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, fp8, int8");
+                  "KV cache dtype: auto (= f32, exact), f32, f16, bf16, fp8, int8");
   sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated)");
   sub->add_option("--batch-tokens", a->batch_tokens, "tokens per forward call (rolling mode)")
       ->check(CLI::Range(1, 1 << 20));

@@ -215,7 +215,7 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
                   "CPU: fraction of MemAvailable for the KV pool when --kv-cache-memory is not given (default 0.10)")
       ->check(CLI::Range(0.001, 1.0));
   sub->add_option("--kv-cache-dtype", a->kv_dtype,
-                  "KV cache dtype: auto (bf16 on --device cuda, else f32), f32, f16, bf16, "
+                  "KV cache dtype: auto (= f32, exact), f32, f16, bf16, "
                   "fp8 (e4m3, per-tensor scale), int8");
   sub->add_option("--kv-cache-scale", a->kv_scale, "fp8/int8 per-tensor KV scale (default: calibrated at start)");
   sub->add_option("--block-size", a->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));

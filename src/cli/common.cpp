@@ -90,9 +90,11 @@ std::string resolve_model_dir(const std::string& m) {
 // (bench/RESULTS.md, "Ternary CPU kernels"), so the fastest format on this kind of machine is i2.
 TernaryFormat auto_ternary_format() { return TernaryFormat::kI2; }
 
-KvDType kv_dtype_for(const std::string& flag, const ModelOptions& o) {
+// "auto" is the exact cache, float32, on every device: a bf16 or fp8 cache is a lossy opt-in (it changes greedy
+// tokens at near ties: bench/RESULTS.md, "KV cache on the GPU").
+KvDType kv_dtype_for(const std::string& flag, const ModelOptions&) {
   if (flag != "auto") return parse_kv_dtype(flag);
-  return o.device.rfind("cuda", 0) == 0 && o.tensor_parallel == 1 ? KvDType::kBF16 : KvDType::kF32;
+  return KvDType::kF32;
 }
 
 LoadOptions make_load_options(const ModelOptions& o) {
