@@ -52,6 +52,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Transformer> mp, const CudaOption
                 count);
   cuda::require_kernel_image(o.device);
   check(cudaSetDevice(o.device), "cudaSetDevice");
+  TRITIUM_CHECK(!c_.qk_norm, "CUDA backend: the per-head q/k RMSNorm of {} is not implemented on the GPU; use --device cpu",
+                c_.arch_name);
   TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
                 c_.head_dim);
   name_ = "cuda:" + std::to_string(o.device) + " " + cuda_device_name(o.device);
