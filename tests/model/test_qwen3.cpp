@@ -1,6 +1,8 @@
 // Qwen3ForCausalLM (per-head q_norm / k_norm before RoPE, explicit head_dim, tied or untied head, optional
-// attention biases) against transformers' own Qwen3 code: tests/data/qwen3 holds two small seeded checkpoints and
-// their goldens, written by tools/make_qwen3_fixture.py (transformers 5.17, float32 eager).
+// attention biases) against transformers' own Qwen3 code: tests/data/models/qwen3-{a,b,t} are small seeded
+// checkpoints (qwen3-t: Ternary Bonsai style, ternary values times group-128 scales stored in bf16) and
+// tests/data/golden/qwen3-*.json / .logits.safetensors their goldens, written by tools/make_fixture_models.py
+// (transformers 5.17, float32 eager).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "kv/block_allocator.h"
 #include "model/loader.h"
@@ -23,12 +26,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kModels[] = {"qwen3-a", "qwen3-b"};
+const char* const kModels[] = {"qwen3-a", "qwen3-b", "qwen3-t"};
 
-std::string fixture(const std::string& name) { return test::data_dir() + "/qwen3/" + name; }
+std::string fixture(const std::string& name) { return test::data_dir() + "/models/" + name; }
+std::string golden_path(const std::string& name) { return test::data_dir() + "/golden/" + name; }
 
 nlohmann::json golden(const std::string& name) {
-  std::ifstream in(fixture(name) + ".golden.json");
+  std::ifstream in(golden_path(name) + ".json");
   return nlohmann::json::parse(in);
 }
 
@@ -60,7 +64,7 @@ std::vector<int32_t> greedy(Backend& be, const std::vector<int32_t>& ids, int n)
 
 void expect_matches_golden(Backend& be, const std::string& name) {
   const nlohmann::json g = golden(name);
-  auto ref = WeightStore::from_file(fixture(name) + ".logits.safetensors");
+  auto ref = WeightStore::from_file(golden_path(name) + ".logits.safetensors");
   const int V = be.model().vocab_size();
   for (size_t i = 0; i < g["prompts"].size(); ++i) {
     const nlohmann::json& p = g["prompts"][i];
@@ -87,7 +91,7 @@ void expect_matches_golden(Backend& be, const std::string& name) {
 
 #define REQUIRE_QWEN3_FIXTURE()                                        \
   if (!fs::exists(fixture("qwen3-a") + "/config.json"))                \
-  GTEST_SKIP() << "tests/data/qwen3 not present (tools/make_qwen3_fixture.py writes it)"
+  GTEST_SKIP() << "tests/data/models/qwen3-a not present (tools/make_fixture_models.py writes it)"
 
 }  // namespace
 

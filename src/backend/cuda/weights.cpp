@@ -52,8 +52,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Transformer> mp, const CudaOption
                 count);
   cuda::require_kernel_image(o.device);
   check(cudaSetDevice(o.device), "cudaSetDevice");
-  TRITIUM_CHECK(!c_.qk_norm, "CUDA backend: the per-head q/k RMSNorm of {} is not implemented on the GPU; use --device cpu",
-                c_.arch_name);
   TRITIUM_CHECK(c_.head_dim == 64 || c_.head_dim == 128, "CUDA backend: head_dim {} not supported (64 or 128)",
                 c_.head_dim);
   name_ = "cuda:" + std::to_string(o.device) + " " + cuda_device_name(o.device);
@@ -132,6 +130,10 @@ void CudaBackend::upload_weights(const Transformer& model) {
     if (c_.sub_norms) {
       d.attn_sub = weights_.upload(L.attn_sub_norm.data(), L.attn_sub_norm.size());
       d.ffn_sub = weights_.upload(L.ffn_sub_norm.data(), L.ffn_sub_norm.size());
+    }
+    if (c_.qk_norm) {
+      d.q_norm = weights_.upload(L.q_norm.data(), L.q_norm.size());
+      d.k_norm = weights_.upload(L.k_norm.data(), L.k_norm.size());
     }
     d.qkv = upload_linear(*L.qkv, false);
     d.o = upload_linear(*L.o, false);
