@@ -14,6 +14,7 @@ std::string_view arch_name(Arch a) {
   switch (a) {
     case Arch::kLlama: return "llama";
     case Arch::kQwen2: return "qwen2";
+    case Arch::kQwen3: return "qwen3";
     case Arch::kBitNet: return "bitnet";
   }
   return "?";
@@ -89,8 +90,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
   c.arch_name = arch;
   if (arch == "LlamaForCausalLM" || arch == "llama" || arch == "MistralForCausalLM") c.arch = Arch::kLlama;
   else if (arch == "Qwen2ForCausalLM" || arch == "qwen2") c.arch = Arch::kQwen2;
+  else if (arch == "Qwen3ForCausalLM" || arch == "qwen3") c.arch = Arch::kQwen3;
   else if (arch == "BitNetForCausalLM" || arch == "bitnet") c.arch = Arch::kBitNet;
-  else fail("{}: unsupported architecture '{}' (supported: BitNetForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM)",
+  else fail("{}: unsupported architecture '{}' (supported: BitNetForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
             file, arch);
 
   c.vocab_size = get_int(j, "vocab_size", file);
@@ -143,6 +145,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
   c.qkv_bias = c.arch == Arch::kQwen2 || attention_bias;
   c.o_bias = c.arch != Arch::kQwen2 && attention_bias;
   c.mlp_bias = get_bool(j, "mlp_bias", false, file);
+  c.qk_norm = c.arch == Arch::kQwen3;
   const std::string act = get_string(j, "hidden_act", c.arch == Arch::kBitNet ? "relu2" : "silu", file);
   if (act == "silu" || act == "swish") c.hidden_act = Activation::kSilu;
   else if (act == "relu2") c.hidden_act = Activation::kRelu2;
@@ -179,7 +182,10 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
   if (qwen2 ? (!c.qkv_bias || c.o_bias) : c.qkv_bias != c.o_bias)
     fail("{}: config.json cannot state this model's biases (q/k/v {}, o_proj {})", c.model_dir, c.qkv_bias, c.o_bias);
   nlohmann::json j;
-  j["architectures"] = {c.arch == Arch::kBitNet ? "BitNetForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["architectures"] = {c.arch == Arch::kBitNet ? "BitNetForCausalLM"
+                        : qwen2                 ? "Qwen2ForCausalLM"
+                        : c.arch == Arch::kQwen3 ? "Qwen3ForCausalLM"
+                                                 : "LlamaForCausalLM"};
   j["model_type"] = std::string(arch_name(c.arch));
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;

@@ -11,7 +11,7 @@
 namespace tritium {
 
 /// Supported decoder-only architectures (config.json "architectures"[0]).
-enum class Arch { kLlama, kQwen2, kBitNet };
+enum class Arch { kLlama, kQwen2, kQwen3, kBitNet };
 /// MLP activation (config.json "hidden_act"): silu -> SwiGLU, relu2 -> relu(gate)^2 * up.
 enum class Activation { kSilu, kRelu2 };
 /// How BitNet packed weights' weight_scale is applied (quantization_config.linear_class).
@@ -35,6 +35,9 @@ struct ModelConfig {
   bool qkv_bias = false;  ///< q/k/v projections have a bias (Qwen2; Llama with attention_bias)
   bool o_bias = false;    ///< o_proj has a bias (Llama with attention_bias)
   bool mlp_bias = false;
+  /// Per-head RMSNorm of q and k (weights [head_dim], the model's rms_norm_eps) after the projections and before
+  /// RoPE: Qwen3's q_norm / k_norm.
+  bool qk_norm = false;
   Activation hidden_act = Activation::kSilu;
   bool sub_norms = false;  ///< BitNet attn_sub_norm + ffn_sub_norm
   // Quantization (quantization_config)

@@ -30,7 +30,8 @@ std::string gguf_tensor_name(const std::string& hf) {
       {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
       {"self_attn.attn_sub_norm", "attn_sub_norm"}, {"mlp.gate_proj", "ffn_gate"},
       {"mlp.up_proj", "ffn_up"},              {"mlp.down_proj", "ffn_down"},
-      {"mlp.ffn_sub_norm", "ffn_sub_norm"},
+      {"mlp.ffn_sub_norm", "ffn_sub_norm"},    {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"},
   };
   const std::string pre = "model.layers.";
   if (hf.rfind(pre, 0) == 0) {
@@ -48,7 +49,7 @@ std::string gguf_tensor_name(const std::string& hf) {
 
 namespace {
 
-enum class GgufArch { kBitNetB158, kBitNet25, kBitNet, kLlama, kQwen2 };
+enum class GgufArch { kBitNetB158, kBitNet25, kBitNet, kLlama, kQwen2, kQwen3 };
 
 GgufArch parse_arch(const GgufFile& f, const std::string& name) {
   if (name == "bitnet-b1.58") return GgufArch::kBitNetB158;
@@ -56,7 +57,8 @@ GgufArch parse_arch(const GgufFile& f, const std::string& name) {
   if (name == "bitnet") return GgufArch::kBitNet;
   if (name == "llama") return GgufArch::kLlama;
   if (name == "qwen2") return GgufArch::kQwen2;
-  fail("{}: general.architecture '{}' is not supported (supported: bitnet-b1.58, bitnet-25, bitnet, llama, qwen2)",
+  if (name == "qwen3") return GgufArch::kQwen3;
+  fail("{}: general.architecture '{}' is not supported (supported: bitnet-b1.58, bitnet-25, bitnet, llama, qwen2, qwen3)",
        f.path(), name);
 }
 
@@ -96,7 +98,11 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   const std::string a = f.get_string("general.architecture");
   const GgufArch arch = parse_arch(f, a);
   c.arch_name = a;
-  c.arch = arch == GgufArch::kLlama ? Arch::kLlama : arch == GgufArch::kQwen2 ? Arch::kQwen2 : Arch::kBitNet;
+  c.arch = arch == GgufArch::kLlama   ? Arch::kLlama
+           : arch == GgufArch::kQwen2 ? Arch::kQwen2
+           : arch == GgufArch::kQwen3 ? Arch::kQwen3
+                                      : Arch::kBitNet;
+  c.qk_norm = arch == GgufArch::kQwen3;
   const std::string p = a + ".";
   c.num_layers = size_key(f, p + "block_count");
   c.hidden_size = size_key(f, p + "embedding_length");

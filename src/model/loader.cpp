@@ -233,6 +233,10 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
       L.attn_sub_norm = ws.vec(p + "self_attn.attn_sub_norm.weight", qd);
       L.ffn_sub_norm = ws.vec(p + "mlp.ffn_sub_norm.weight", I);
     }
+    if (c.qk_norm) {
+      L.q_norm = ws.vec(p + "self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = ws.vec(p + "self_attn.k_norm.weight", c.head_dim);
+    }
     if (c.bitnet_quant) {
       auto ternary = [&](const std::vector<std::pair<std::string, int64_t>>& parts, int64_t in) {
         std::vector<TernaryWeight> ts;

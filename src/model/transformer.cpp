@@ -50,7 +50,8 @@ size_t Transformer::weight_bytes() const {
   size_t b = weight_bytes_per_token() + embed_.bytes() + final_norm_.size() * sizeof(float);
   if (head_shares_embedding()) b -= lm_head_->weight_bytes();
   for (const auto& l : layers_)
-    b += (l.input_norm.size() + l.post_attn_norm.size() + l.attn_sub_norm.size() + l.ffn_sub_norm.size()) * 4;
+    b += (l.input_norm.size() + l.post_attn_norm.size() + l.attn_sub_norm.size() + l.ffn_sub_norm.size() +
+          l.q_norm.size() + l.k_norm.size()) * 4;
   return b;
 }
 

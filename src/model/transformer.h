@@ -20,6 +20,7 @@ struct LayerWeights {
   std::vector<float> input_norm, post_attn_norm;  ///< [hidden]
   std::vector<float> attn_sub_norm;               ///< [hidden] (BitNet only)
   std::vector<float> ffn_sub_norm;                ///< [intermediate] (BitNet only)
+  std::vector<float> q_norm, k_norm;              ///< [head_dim] (ModelConfig::qk_norm: Qwen3)
   std::unique_ptr<Linear> qkv, o, gate_up, down;
 };
 

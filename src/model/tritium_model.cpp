@@ -169,6 +169,10 @@ void write_tritium_model(const Transformer& model, const std::string& src_dir, c
       sink.add_float(p + "self_attn.attn_sub_norm.weight", L.attn_sub_norm.data(), {static_cast<int64_t>(L.attn_sub_norm.size())});
     if (!L.ffn_sub_norm.empty())
       sink.add_float(p + "mlp.ffn_sub_norm.weight", L.ffn_sub_norm.data(), {static_cast<int64_t>(L.ffn_sub_norm.size())});
+    if (!L.q_norm.empty()) {
+      sink.add_float(p + "self_attn.q_norm.weight", L.q_norm.data(), {static_cast<int64_t>(L.q_norm.size())});
+      sink.add_float(p + "self_attn.k_norm.weight", L.k_norm.data(), {static_cast<int64_t>(L.k_norm.size())});
+    }
     const Linear* lins[4] = {L.qkv.get(), L.o.get(), L.gate_up.get(), L.down.get()};
     for (int i = 0; i < 4; ++i) linears[p + kProj[i]] = write_linear(sink, p + kProj[i], *lins[i]);
     if (progress) progress(static_cast<int>(l + 1), static_cast<int>(layers.size()) + 1);
@@ -393,6 +397,10 @@ std::unique_ptr<Transformer> load_checked(ModelConfig c, std::shared_ptr<const W
     if (c.sub_norms) {
       L.attn_sub_norm = rd.floats(p + "self_attn.attn_sub_norm.weight", {qd});
       L.ffn_sub_norm = rd.floats(p + "mlp.ffn_sub_norm.weight", {I});
+    }
+    if (c.qk_norm) {
+      L.q_norm = rd.floats(p + "self_attn.q_norm.weight", {c.head_dim});
+      L.k_norm = rd.floats(p + "self_attn.k_norm.weight", {c.head_dim});
     }
     L.qkv = linear(p + "qkv", qd + 2 * kvd, H);
     L.o = linear(p + "o", H, qd);

@@ -155,6 +155,8 @@ std::unique_ptr<Transformer> shard_transformer(const Transformer& full, int rank
     s.post_attn_norm = L.post_attn_norm;
     s.attn_sub_norm = L.attn_sub_norm;  // full: applied after the all-gather (gather mode)
     s.ffn_sub_norm = L.ffn_sub_norm;
+    s.q_norm = L.q_norm;  // per head: every rank's heads use the whole vector
+    s.k_norm = L.k_norm;
     s.qkv = slice_linear_rows(*L.qkv, qkv_rows);
     s.gate_up = slice_linear_rows(*L.gate_up, gu_rows);
     if (plan.gather_mode) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -157,6 +158,17 @@ TEST(Backends, TinyQwen2EveryBackendMatchesTheCpuReference) {
   const test::OneThread one;
   // Float projections: only summation orders differ (measured 5e-7 on the CPU paths).
   check_model(*load_transformer(s + "/models/tiny-qwen2"), "tiny-qwen2", 1e-4, 2e-2);
+}
+
+TEST(Backends, TinyQwen3EveryBackendMatchesTheCpuReference) {
+  const std::string dir = test::data_dir() + "/models/";
+  if (!std::filesystem::exists(dir + "qwen3-b/config.json"))
+    GTEST_SKIP() << "tests/data/models/qwen3-b not present (tools/make_fixture_models.py writes it)";
+  const test::OneThread one;
+  // Float projections with the per-head q/k norm (head_dim 64, which the GPU's attention takes); qwen3-t: ternary
+  // values in bf16, as Bonsai's unpacked checkpoints.
+  check_model(*load_transformer(dir + "qwen3-b"), "qwen3-b", 1e-4, 2e-2);
+  check_model(*load_transformer(dir + "qwen3-t"), "qwen3-t", 1e-4, 2e-2);
 }
 
 // The device memory a backend reports (serve's default tokens per step depends on it): 0 for the CPU, the GPU's

@@ -113,6 +113,10 @@ void CpuBackend::forward(std::span<const BatchChunk> batch, KvCache& cache, std:
     observe(l, "qkv", h, M, Hd);
     L.qkv->forward(h, M, qkv, row_begin);
     const int64_t qkv_w = qd + 2 * kvd;
+    if (c.qk_norm) {  // Qwen3: RMSNorm of each head of q and of k, before RoPE
+      cpu::head_rms_norm(qkv, M, qkv_w, c.num_heads, c.head_dim, L.q_norm.data(), c.rms_norm_eps);
+      cpu::head_rms_norm(qkv + qd, M, qkv_w, c.num_kv_heads, c.head_dim, L.k_norm.data(), c.rms_norm_eps);
+    }
     int64_t r = 0;
     for (const auto& ch : batch) {
       for (size_t t = 0; t < ch.tokens.size(); ++t, ++r) {

@@ -58,6 +58,7 @@ struct DevLinear {
 
 struct DevLayer {
   const float *in_norm = nullptr, *post_norm = nullptr, *attn_sub = nullptr, *ffn_sub = nullptr;
+  const float *q_norm = nullptr, *k_norm = nullptr;  ///< [head_dim] (ModelConfig::qk_norm)
   DevLinear qkv, o, gate_up, down;
 };
 

@@ -169,10 +169,16 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
     opts_.tp_comm->all_reduce_sum(x_, static_cast<size_t>(M) * Hd, stream_);
   }
   pending_ = {};  // a forward that ended in an error may have left sums pending
-  defer_qkv_ = M == S && attn_gqa_;  // the fused decode attention reads qkv's pending sums
+  // The fused decode attention reads qkv's pending sums, unless q and k are normalized first (Qwen3).
+  defer_qkv_ = M == S && attn_gqa_ && !c_.qk_norm;
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
+    if (c_.qk_norm) {  // Qwen3: RMSNorm of each q and k head, before RoPE
+      flush_pending();
+      cuda::head_rms_norm(qkv_, M, qkvw, c_.num_heads, c_.head_dim, L.q_norm, c_.rms_norm_eps, stream_);
+      cuda::head_rms_norm(qkv_ + qd, M, qkvw, c_.num_kv_heads, c_.head_dim, L.k_norm, c_.rms_norm_eps, stream_);
+    }
     if (M == S && attn_gqa_) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
       // The grid depends on the largest context's chunk count only (graph-safe for the positions in between). The
       // qkv projection's int8-GEMM sums, when pending, are read through its epilogue by the kernel itself.

@@ -131,6 +131,10 @@ void CudaBackend::upload_weights(const Transformer& model) {
       d.attn_sub = weights_.upload(L.attn_sub_norm.data(), L.attn_sub_norm.size());
       d.ffn_sub = weights_.upload(L.ffn_sub_norm.data(), L.ffn_sub_norm.size());
     }
+    if (c_.qk_norm) {
+      d.q_norm = weights_.upload(L.q_norm.data(), L.q_norm.size());
+      d.k_norm = weights_.upload(L.k_norm.data(), L.k_norm.size());
+    }
     d.qkv = upload_linear(*L.qkv, false);
     d.o = upload_linear(*L.o, false);
     d.gate_up = upload_linear(*L.gate_up, false);

@@ -13,16 +13,28 @@ namespace tritium::cpu {
 // quantize_avx512.cpp
 void quantize_row_absmax_i8_avx512(const float* xr, int64_t K, int8_t* qr, float* inv_scale);
 
+namespace {
+// One RMSNorm row: the sum of squares in double, in increasing d.
+inline void rms_norm_row(const float* xr, const float* weight, float* yr, int64_t D, float eps) {
+  double ss = 0.0;
+  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
+  for (int64_t d = 0; d < D; ++d) yr[d] = weight[d] * (xr[d] * inv);
+}
+}  // namespace
+
+void head_rms_norm(float* x, int64_t M, int64_t stride, int64_t heads, int64_t D, const float* weight, float eps) {
+  auto rows = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t h = 0; h < heads; ++h) rms_norm_row(x + m * stride + h * D, weight, x + m * stride + h * D, D, eps);
+  };
+  if (M >= 16) parallel_for(M, 4, rows);
+  else rows(0, M);
+}
+
 void rms_norm(const float* x, const float* weight, float* y, int64_t M, int64_t D, float eps) {
   auto rows = [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* xr = x + m * D;
-      float* yr = y + m * D;
-      double ss = 0.0;
-      for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
-      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
-      for (int64_t d = 0; d < D; ++d) yr[d] = weight[d] * (xr[d] * inv);
-    }
+    for (int64_t m = m0; m < m1; ++m) rms_norm_row(x + m * D, weight, y + m * D, D, eps);
   };
   // Prefill rows over the threads (each row's sum keeps its order: the same bits); a decode step's few rows are
   // cheaper than waking the pool.

@@ -10,6 +10,11 @@ namespace tritium::cpu {
 /// x, y: [M, D] (may alias); weight: [D].
 void rms_norm(const float* x, const float* weight, float* y, int64_t M, int64_t D, float eps);
 
+/// Per-head RMSNorm in place (Qwen3's q_norm / k_norm): in each of M rows of `x` (row stride `stride` floats),
+/// the `heads` vectors of `D` floats that start at the row are normalized as rms_norm does, each with `weight`
+/// [D]. Multithreaded over rows (the same bits as one row at a time).
+void head_rms_norm(float* x, int64_t M, int64_t stride, int64_t heads, int64_t D, const float* weight, float eps);
+
 /// Rotary position embedding as HF applies it (rotate_half): for each head h and i < d/2,
 /// (x[i], x[i + d/2]) -> (x[i] cos - x[i + d/2] sin, x[i + d/2] cos + x[i] sin) with angle pos * inv_freq[i].
 /// x: [n_heads, head_dim] for one token at position pos; cos/sin: [head_dim/2] precomputed for pos.

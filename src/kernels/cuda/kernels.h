@@ -219,6 +219,12 @@ struct KvFormat {
   KvFormat(KvElem e, float s = 1.0f) : elem(e), scale(s) {}  // NOLINT(google-explicit-constructor): KvElem converts
 };
 
+/// Per-head RMSNorm in place (Qwen3's q_norm / k_norm, before RoPE): in each of `rows` rows of x (row stride
+/// `stride` floats), the `heads` vectors of D floats that start at the row are normalized with weight [D] as
+/// kernels/cpu head_rms_norm does (sum of squares in double, y = weight * (x * inv)).
+void head_rms_norm(float* x, int rows, int64_t stride, int heads, int D, const float* weight, float eps,
+                   cudaStream_t stream);
+
 /// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
 /// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the
 /// backend copies them from the host before the forward).

@@ -240,6 +240,25 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
   for (int d = threadIdx.x; d < kvd; d += blockDim.x) KvIO<KT>::store(vpool + slot + d, row[qd + kvd + d], kvs);
 }
 
+// One warp per head vector: sum of squares in double (warp order), y = w * (x * inv) as row_rms_norm.
+__global__ void head_rms_norm_kernel(float* __restrict__ x, int rows, int64_t stride, int heads, int D,
+                                     const float* __restrict__ w, float eps) {
+  pdl_trigger();
+  pdl_wait();
+  const int64_t vec = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (vec >= static_cast<int64_t>(rows) * heads) return;
+  float* v = x + (vec / heads) * stride + (vec % heads) * D;
+  double ss = 0.0;
+  for (int d = lane; d < D; d += 32) {
+    const double a = v[d];
+    ss += a * a;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(D)), eps)));
+  for (int d = lane; d < D; d += 32) v[d] = __fmul_rn(w[d], __fmul_rn(v[d], inv));
+}
+
 __global__ void glu_kernel(const float* __restrict__ gu, int rows, int I, int relu2, float* __restrict__ act) {
   pdl_trigger();
   pdl_wait();
@@ -423,6 +442,14 @@ void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos
     launch(rope_kv_kernel<KT>, dim3(rows), dim3(128), 0, stream, "rope_kv_write", qkv, H, KVH, D, cos_t, sin_t, pos,
            seq, block_tables, bt_width, block_size, static_cast<KT*>(k_pool), static_cast<KT*>(v_pool), kv.scale);
   });
+}
+
+void head_rms_norm(float* x, int rows, int64_t stride, int heads, int D, const float* weight, float eps,
+                   cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0) return;
+  const int64_t threads = static_cast<int64_t>(rows) * heads * 32;
+  launch(head_rms_norm_kernel, dim3(static_cast<unsigned>((threads + kThreads - 1) / kThreads)), dim3(kThreads), 0,
+         stream, "head_rms_norm", x, rows, stride, heads, D, weight, eps);
 }
 
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {
