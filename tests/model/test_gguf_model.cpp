@@ -395,7 +395,7 @@ TEST(GgufModel, ConfigErrorsNameTheKey) {
   EXPECT_EQ(config_error("", [](auto&) {}), "c.gguf: metadata 'general.architecture' is missing");
   EXPECT_EQ(config_error("gpt2", [](auto&) {}),
             "c.gguf: general.architecture 'gpt2' is not supported (supported: bitnet-b1.58, bitnet-25, bitnet, llama, "
-            "qwen2)");
+            "qwen2, qwen3)");
   EXPECT_EQ(config_error("llama", [](auto& w) { w.add_u32("llama.context_length", 0); }),
             "c.gguf: metadata 'llama.context_length' is 0, expected 1 to 2^30");
   EXPECT_EQ(config_error("llama", [](auto& w) { w.add_i32s("llama.attention.head_count_kv", {2, 1}); }),
