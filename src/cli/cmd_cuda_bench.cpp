@@ -72,7 +72,7 @@ int run(CudaBenchArgs a) {
   const double roof_step = wbytes / (bw * 1e9);
   fmt::print("weights read per decode step: {:.1f} MB; copy bandwidth {:.0f} GB/s -> roofline {:.1f} steps/s\n\n",
              wbytes / 1e6, bw, 1.0 / roof_step);
-  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
+  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype);
   // fp8: the per-tensor scale calibrated as the server does (engine/engine.h calibrate_kv_scale).
   // Without a tokenizer (synthetic models) 128 fixed pseudo-random tokens stand for the text.
   std::vector<int32_t> cal;

@@ -32,7 +32,7 @@ int run(const GenerateArgs& a) {
   go.sampling = a.sampling.params();
   go.stop = a.stop;
   go.ignore_eos = a.ignore_eos;
-  go.kv_dtype = kv_dtype_for(a.kv_dtype, mo);
+  go.kv_dtype = kv_dtype_for(a.kv_dtype);
   const std::vector<int32_t> ids = gen.encode_prompt(a.prompt);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);

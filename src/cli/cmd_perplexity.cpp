@@ -54,7 +54,7 @@ int run(const PplArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> tokens = lm.tokenizer->encode(text, false);
   const auto& c = lm.model().config();
-  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
+  const KvDType kv_dtype = kv_dtype_for(a.kv_dtype);
   const float kv_scale = a.kv_scale > 0 ? a.kv_scale
       : calibrate_kv_scale(*lm.backend, kv_dtype, lm.tokenizer->encode(kv_calibration_text(), true));
   // Printed once the text is known to be long enough (errors come first on stderr).

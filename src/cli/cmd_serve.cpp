@@ -109,7 +109,7 @@ int run(const ServeArgs& a) {
   if (!a.kv_cache_memory.empty()) ec.kv_cache_memory = parse_bytes(a.kv_cache_memory, "--kv-cache-memory");
   ec.kv_cache_fraction = a.kv_cache_fraction;
   ec.gpu_memory_utilization = a.gpu_memory_utilization;
-  ec.kv_dtype = kv_dtype_for(a.kv_dtype, a.model);
+  ec.kv_dtype = kv_dtype_for(a.kv_dtype);
   ec.kv_scale = a.kv_scale;
   ec.enable_prefix_caching = !a.no_prefix_caching;
   ec.max_num_seqs = a.max_num_seqs;

@@ -92,7 +92,7 @@ TernaryFormat auto_ternary_format() { return TernaryFormat::kI2; }
 
 // "auto" is the exact cache, float32, on every device: a bf16 or fp8 cache is a lossy opt-in (it changes greedy
 // tokens at near ties: bench/RESULTS.md, "KV cache on the GPU").
-KvDType kv_dtype_for(const std::string& flag, const ModelOptions&) {
+KvDType kv_dtype_for(const std::string& flag) {
   if (flag != "auto") return parse_kv_dtype(flag);
   return KvDType::kF32;
 }

@@ -28,9 +28,9 @@ struct ModelOptions {
   bool single_sequence = false;  ///< set by generate / chat: one sequence at a time (CudaOptions::single_sequence)
 };
 
-/// --kv-cache-dtype: "auto" is bf16 on a CUDA device without tensor parallelism (half the bytes of f32 per token;
-/// its perplexity effect on the goldens: bench/RESULTS.md) and f32 elsewhere; any other value as parse_kv_dtype.
-KvDType kv_dtype_for(const std::string& flag, const ModelOptions& o);
+/// --kv-cache-dtype: "auto" is f32, the exact cache, on every device (bf16 / fp8 / int8 are lossy opt-ins: their
+/// effect in bench/RESULTS.md); any other value as parse_kv_dtype.
+KvDType kv_dtype_for(const std::string& flag);
 
 /// LoadOptions from the command line (--weights auto -> auto_ternary_format(); an explicit format also repacks
 /// tritium models stored in another format).
