@@ -19,6 +19,10 @@ void add_model_options(CLI::App* app, ModelOptions& o) {
   app->add_option("-m,--model", o.model_dir, "Hugging Face model folder, tritium model or GGUF file (default: bundled tiny-bitnet)");
   app->add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
   app->add_option("--weights", o.weights, "ternary weight format for BitNet models: auto, int8, i2, tq1, bitcos");
+  app->add_option("--detect-ternary", o.detect_ternary,
+                  "16-bit weights that are exactly ternary times a scale (TriLM, Ternary Bonsai, GGUF Q2_0) run packed "
+                  "on the ternary kernels with int8 activations: on (default) or off (kept as stored)")
+      ->check(CLI::IsMember({"on", "off"}));
   app->add_option("--quant", o.quant,
                   "quantize a 16/32-bit model's projections at load: int8-absmax, int8-zeropoint, int8-rowwise, "
                   "int8-vectorwise, llm-int8, int8-weight-only, ternary-absmean, ternary-absmean-g128, "
@@ -102,6 +106,9 @@ LoadOptions make_load_options(const ModelOptions& o) {
   lo.ternary_format = o.weights == "auto" ? auto_ternary_format() : parse_ternary_format(o.weights);
   lo.ternary_format_explicit = o.weights != "auto";
   lo.quant = o.quant;
+  lo.detect_ternary = o.detect_ternary == "on";
+  // The CUDA kernels take one scale per projection segment: group-scaled ternary weights stay float32 there.
+  lo.ternary_group_scales = o.device == "cpu";
   lo.outlier_threshold = o.outlier_threshold;
   lo.ternary_threshold = o.ternary_threshold;
   // The GPU backend uploads float32 and int8 heads only, so "auto" (which may pick bf16) is for the CPU.

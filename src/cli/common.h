@@ -19,6 +19,7 @@ struct ModelOptions {
   int threads = 0;        ///< -t; 0 = all cores
   std::string weights = "auto";  ///< --weights: ternary storage format for BitNet models
   std::string quant;             ///< --quant: post-training quantization of a 16/32-bit model at load
+  std::string detect_ternary = "on";  ///< --detect-ternary: on / off (LoadOptions::detect_ternary)
   float outlier_threshold = 6.0f;  ///< --outlier-threshold: LLM.int8() alpha
   float ternary_threshold = 0.0f;  ///< --ternary-threshold: t of ternary-threshold (0 = TWN 0.7 mean|w|)
   std::string lm_head;             ///< --lm-head: auto, f32, bf16, int8, q6, q4 ("" = auto on the CPU, f32 on a GPU)

@@ -158,10 +158,20 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& dir) 
     const std::string method = get_string(q, "quant_method", "", file);
     if (method == "bitnet") {
       c.bitnet_quant = true;
-      const std::string lc = get_string(q, "linear_class", "autobitlinear", file);
+      // transformers' BitNetQuantConfig defaults: linear_class "bitlinear" (weight_scale divides),
+      // quantization_mode "offline", use_rms_norm false. Falcon3-1.58bit configs state only quant_method.
+      const std::string lc = get_string(q, "linear_class", "bitlinear", file);
       if (lc == "autobitlinear") c.bitnet_scale_mode = BitNetScaleMode::kMultiply;
       else if (lc == "bitlinear") c.bitnet_scale_mode = BitNetScaleMode::kDivide;
-      else fail("{}: unsupported quantization_config.linear_class '{}'", file, lc);
+      else fail("{}: unsupported quantization_config.linear_class '{}' (supported: bitlinear, autobitlinear)", file, lc);
+      const std::string mode = get_string(q, "quantization_mode", "offline", file);
+      if (mode != "offline" && mode != "online")
+        fail("{}: unsupported quantization_config.quantization_mode '{}' (supported: offline, online)", file, mode);
+      if (get_bool(q, "use_rms_norm", false, file))
+        fail("{}: quantization_config.use_rms_norm true (an RMSNorm inside every BitLinear) is not supported", file);
+      if (c.arch == Arch::kQwen2 || c.qkv_bias || c.o_bias || c.mlp_bias)
+        fail("{}: quantization_config.quant_method 'bitnet' on {} with linear biases is not supported (supported: "
+             "BitNetForCausalLM, LlamaForCausalLM and Qwen3ForCausalLM without biases)", file, arch);
     } else {
       fail("{}: unsupported quantization_config.quant_method '{}' (supported: bitnet)", file, method);
     }

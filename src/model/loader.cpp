@@ -15,6 +15,7 @@
 #include "model/tritium_model.h"
 #include "model/weight_source.h"
 #include "quant/int8_projection.h"
+#include "quant/ternary_detect.h"
 #include "quant/ternary_ptq.h"
 
 namespace tritium {
@@ -185,6 +186,36 @@ std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<s
                                                       bias.empty() ? nullptr : bias.data(), io));
 }
 
+// The parts of a fused projection as one TernaryLinear when every part is exactly ternary times a scale per tensor
+// or per row and group of kTernaryGroupK inputs (quant/ternary_detect.h); nullptr otherwise.
+std::unique_ptr<TernaryLinear> detect_fused_ternary(const std::vector<std::vector<float>>& parts,
+                                                    const std::vector<int64_t>& rows, int64_t in, const LoadOptions& o) {
+  std::vector<TernaryQuant> qs;
+  bool grouped = false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto t = detect_ternary(parts[i].data(), rows[i], in, kTernaryGroupK);
+    if (!t) return nullptr;
+    grouped = grouped || t->group_size != 0;
+    qs.push_back(std::move(*t));
+  }
+  if (grouped && !o.ternary_group_scales) return nullptr;
+  std::vector<int8_t> all;
+  std::vector<TernaryLinear::Segment> segs;
+  std::vector<float> gs;
+  const int64_t G = (in + kTernaryGroupK - 1) / kTernaryGroupK;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    all.insert(all.end(), qs[i].q.begin(), qs[i].q.end());
+    segs.push_back({rows[i], qs[i].group_size == 0 ? qs[i].scales[0] : 1.0f});
+    if (qs[i].group_size == 0) gs.insert(gs.end(), static_cast<size_t>(rows[i] * G), qs[i].scales[0]);
+    else gs.insert(gs.end(), qs[i].scales.begin(), qs[i].scales.end());
+  }
+  int64_t n = 0;
+  for (int64_t r : rows) n += r;
+  auto packed = pack_ternary(o.ternary_format, all.data(), n, in);
+  return grouped ? std::make_unique<TernaryLinear>(std::move(packed), std::move(gs))
+                 : std::make_unique<TernaryLinear>(std::move(packed), std::move(segs));
+}
+
 std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std::pair<std::string, int64_t>>& parts,
                                    int64_t in, bool bias, const LoadOptions& o) {
   std::vector<std::vector<float>> ws_parts;
@@ -199,6 +230,12 @@ std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std
     }
   }
   if (!o.quant.empty()) return quantize_fused(o, ws_parts, rows, std::move(b), in);
+  if (o.detect_ternary) {
+    if (auto t = detect_fused_ternary(ws_parts, rows, in, o)) {
+      t->set_bias(std::move(b));
+      return t;
+    }
+  }
   std::vector<float> w;
   int64_t n = 0;
   for (size_t i = 0; i < ws_parts.size(); ++i) {
@@ -263,7 +300,11 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
   Embedding embed = ws.table("model.embed_tokens.weight", V, H);
   Embedding head_table = tied ? embed : ws.table("lm_head.weight", V, H);
   const std::string head_kind = resolve_lm_head_kind(opts.lm_head, head_table.is_bf16());
-  if (tied && head_kind == "f32" && embed.is_bf16()) {
+  // The default head of a model whose head is ternary (Ternary Bonsai) runs on the ternary kernels.
+  std::unique_ptr<Linear> lm_head;
+  if ((opts.lm_head.empty() || opts.lm_head == "auto") && opts.detect_ternary && opts.ternary_group_scales)
+    lm_head = ternary_head_from_table(head_table, opts.ternary_format);
+  if (!lm_head && tied && head_kind == "f32" && embed.is_bf16()) {
     // A float32 head tied to the embedding: both read one float32 table.
     const bool mapped = !embed.owner();
     const Embedding widened = Embedding::f32(embed.f32_table(), V, H);
@@ -271,7 +312,7 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
     embed = widened;
     head_table = embed;
   }
-  std::unique_ptr<Linear> lm_head = make_head_from_table(head_table, head_kind);
+  if (!lm_head) lm_head = make_head_from_table(head_table, head_kind);
   return std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                        std::move(lm_head));
 }
