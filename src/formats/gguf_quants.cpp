@@ -60,6 +60,39 @@ void decode_tq1_0(const uint8_t* src, int64_t n, int8_t* values, float* scales) 
   }
 }
 
+void decode_q2_0(const uint8_t* src, int64_t n, int64_t block, int8_t* values, float* scales) {
+  const int64_t bytes = 2 + block / 4;
+  for (int64_t b = 0; b < n / block; ++b) {
+    const uint8_t* blk = src + b * bytes;
+    scales[b] = f16_to_f32(load_u16(blk));
+    const uint8_t* qs = blk + 2;
+    int8_t* y = values + b * block;
+    for (int64_t j = 0; j < block; ++j) y[j] = static_cast<int8_t>(((qs[j / 4] >> (2 * (j % 4))) & 3) - 1);
+  }
+}
+
+void dequantize_q2_0(const uint8_t* src, int64_t n, int64_t block, float* dst) {
+  const int64_t bytes = 2 + block / 4;
+  for (int64_t b = 0; b < n / block; ++b) {
+    const uint8_t* blk = src + b * bytes;
+    const float d = f16_to_f32(load_u16(blk));
+    const uint8_t* qs = blk + 2;
+    for (int64_t j = 0; j < block; ++j)
+      dst[b * block + j] = static_cast<float>(((qs[j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+  }
+}
+
+void encode_q2_0(const int8_t* q, const uint16_t* d_f16, int64_t n, int64_t block, uint8_t* dst) {
+  const int64_t bytes = 2 + block / 4;
+  for (int64_t b = 0; b < n / block; ++b) {
+    uint8_t* blk = dst + b * bytes;
+    std::memcpy(blk, &d_f16[b], 2);
+    std::memset(blk + 2, 0, static_cast<size_t>(block / 4));
+    for (int64_t j = 0; j < block; ++j)
+      blk[2 + j / 4] |= static_cast<uint8_t>((q[b * block + j] + 1) << (2 * (j % 4)));
+  }
+}
+
 float decode_i2_s(const uint8_t* src, int64_t n, int8_t* values) {
   for (int64_t b = 0; b < n / kI2sBlock; ++b) {
     const uint8_t* q = src + b * 32;
@@ -74,7 +107,7 @@ float decode_i2_s(const uint8_t* src, int64_t n, int8_t* values) {
 
 bool gguf_type_is_ternary(uint32_t type) {
   const auto t = static_cast<GgmlType>(type);
-  return t == GgmlType::kTQ1_0 || t == GgmlType::kTQ2_0 || t == GgmlType::kI2_S;
+  return t == GgmlType::kTQ1_0 || t == GgmlType::kTQ2_0 || t == GgmlType::kI2_S || t == GgmlType::kQ2_0;
 }
 
 bool gguf_type_is_supported(uint32_t type) {
@@ -83,7 +116,7 @@ bool gguf_type_is_supported(uint32_t type) {
          t == GgmlType::kQ8_0;
 }
 
-std::string gguf_supported_type_names() { return "F32, F16, BF16, Q8_0, TQ1_0, TQ2_0, I2_S"; }
+std::string gguf_supported_type_names() { return "F32, F16, BF16, Q8_0, TQ1_0, TQ2_0, I2_S, Q2_0"; }
 
 namespace {
 
@@ -104,6 +137,11 @@ GgufTernary decode_ternary_raw(const GgufTensorInfo& t, const std::string& file)
       r.scales.resize(static_cast<size_t>(n / kTQBlock));
       (t.type == static_cast<uint32_t>(GgmlType::kTQ2_0) ? decode_tq2_0 : decode_tq1_0)(t.data, n, r.values.data(),
                                                                                          r.scales.data());
+      break;
+    case GgmlType::kQ2_0:
+      r.block = t.block;
+      r.scales.resize(static_cast<size_t>(n / t.block));
+      decode_q2_0(t.data, n, t.block, r.values.data(), r.scales.data());
       break;
     case GgmlType::kI2_S:
       if (n % kI2sBlock != 0)
@@ -133,6 +171,7 @@ std::vector<float> gguf_tensor_to_f32(const GgufTensorInfo& t, const std::string
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load_u16(t.data + 2 * i));
       break;
     case GgmlType::kQ8_0: dequantize_q8_0(t.data, n, out.data()); break;
+    case GgmlType::kQ2_0: dequantize_q2_0(t.data, n, t.block, out.data()); break;
     case GgmlType::kTQ1_0:
     case GgmlType::kTQ2_0:
     case GgmlType::kI2_S: {
@@ -147,7 +186,7 @@ std::vector<float> gguf_tensor_to_f32(const GgufTensorInfo& t, const std::string
 
 GgufTernary gguf_tensor_to_ternary(const GgufTensorInfo& t, const std::string& file) {
   if (!gguf_type_is_ternary(t.type))
-    fail("{}: tensor '{}' has type {}, not a ternary type (TQ1_0, TQ2_0, I2_S)", file, t.name, ggml_type_name(t.type));
+    fail("{}: tensor '{}' has type {}, not a ternary type (TQ1_0, TQ2_0, I2_S, Q2_0)", file, t.name, ggml_type_name(t.type));
   GgufTernary r = decode_ternary_raw(t, file);
   if (r.values.empty()) return r;  // an empty I2_S tensor still stores its scale; there are no weights to check
   for (size_t b = 0; b < r.scales.size(); ++b) {

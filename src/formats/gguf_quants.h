@@ -13,7 +13,11 @@
 //    flattened row-major in blocks of 128 weights, 32 bytes each; weight 128 b + 32 g + p (g = 0..3, p = 0..31) is
 //    bits (7 - 2g, 6 - 2g) of byte 32 b + p; codes 0, 1, 2 = -1, 0, +1. After the numel / 4 code bytes: one
 //    float32 scale for the whole tensor (then 28 bytes of padding); w = (code - 1) * scale.
-// The upstream decoders give code 3 (TQ2_0, I2_S) the value +2; that is kept by the float decode and is an error
+//  - Q2_0 (type 42; ggml-quants.c dequantize_row_q2_0, and PrismML's group-128 variant): blocks of `block` = 64
+//    (18 bytes) or 128 (34 bytes) weights: fp16 d first, then block / 4 bytes of 2-bit codes; weight j of a block is
+//    bits 2 (j % 4) .. 2 (j % 4) + 1 of code byte j / 4; w = (code - 1) * d. io/gguf.h says how a tensor's layout is
+//    decided (GgufTensorInfo::block).
+// The upstream decoders give code 3 (TQ2_0, I2_S, Q2_0) the value +2; that is kept by the float decode and is an error
 // for the ternary decode (no ternary format holds it).
 #pragma once
 
@@ -35,6 +39,15 @@ void dequantize_q8_0(const uint8_t* src, int64_t n, float* dst);
 /// block scales d (n / 256 of them, fp16 widened to float).
 void decode_tq2_0(const uint8_t* src, int64_t n, int8_t* values, float* scales);
 void decode_tq1_0(const uint8_t* src, int64_t n, int8_t* values, float* scales);
+/// Q2_0: n weights (a multiple of block, 64 or 128) as code - 1 (in {-1, 0, 1, 2}) and the block scales d.
+void decode_q2_0(const uint8_t* src, int64_t n, int64_t block, int8_t* values, float* scales);
+/// Q2_0: n weights as float32, (code - 1) * d, as dequantize_row_q2_0 computes them.
+void dequantize_q2_0(const uint8_t* src, int64_t n, int64_t block, float* dst);
+/// Q2_0 block bytes (fp16 d, then block / 4 bytes of 2-bit codes, weight j at bits 2 (j % 4)
+/// of byte j / 4) for ternary values q in {-1, 0, 1} [n] (n a multiple of block) with one fp16 scale (bit
+/// pattern) per block.
+void encode_q2_0(const int8_t* q, const uint16_t* d_f16, int64_t n, int64_t block, uint8_t* dst);
+
 /// I2_S: n weights (a multiple of 128) as code - 1 (in {-1, 0, 1, 2}); returns the tensor scale (read from byte n / 4).
 float decode_i2_s(const uint8_t* src, int64_t n, int8_t* values);
 
@@ -42,7 +55,7 @@ float decode_i2_s(const uint8_t* src, int64_t n, int8_t* values);
 bool gguf_type_is_ternary(uint32_t type);
 /// Whether tritium decodes ggml type `type` (the float and ternary types above).
 bool gguf_type_is_supported(uint32_t type);
-/// "F32, F16, BF16, Q8_0, TQ1_0, TQ2_0, I2_S".
+/// "F32, F16, BF16, Q8_0, TQ1_0, TQ2_0, I2_S, Q2_0".
 std::string gguf_supported_type_names();
 
 /// A tensor's values in float32, flattened in GGUF order (ne[0] fastest), exactly as upstream dequantizes them.
@@ -50,14 +63,14 @@ std::string gguf_supported_type_names();
 std::vector<float> gguf_tensor_to_f32(const GgufTensorInfo& t, const std::string& file);
 
 /// A ternary tensor's values in {-1, 0, 1} (flattened in GGUF order) and its scales: one per `block` weights
-/// (TQ: block = 256, d per block; a block with d = 0 decodes to zeros, which is what it multiplies to; I2_S:
-/// block = numel, the tensor scale). W = values * scales[i / block] exactly.
+/// (TQ: block = 256, d per block; Q2_0: block = 64 or 128; a block with d = 0 decodes to zeros, which is what it
+/// multiplies to; I2_S: block = numel, the tensor scale). W = values * scales[i / block] exactly.
 struct GgufTernary {
   std::vector<int8_t> values;
   std::vector<float> scales;
   int64_t block = 0;
 };
-/// Decodes TQ1_0, TQ2_0 or I2_S. Throws tritium::Error naming the file and tensor for another type, a value
+/// Decodes TQ1_0, TQ2_0, Q2_0 or I2_S. Throws tritium::Error naming the file and tensor for another type, a value
 /// outside {-1, 0, 1} (code 3), a non-finite scale, or an I2_S tensor whose size is not a multiple of 128.
 GgufTernary gguf_tensor_to_ternary(const GgufTensorInfo& t, const std::string& file);
 

@@ -43,12 +43,14 @@ constexpr GgmlTypeInfo kTypes[] = {
     {22, "IQ2_S", 256, 82},    {23, "IQ4_XS", 256, 136},  {24, "I8", 1, 1},          {25, "I16", 1, 2},
     {26, "I32", 1, 4},         {27, "I64", 1, 8},         {28, "F64", 1, 8},         {29, "IQ1_M", 256, 56},
     {30, "BF16", 1, 2},        {34, "TQ1_0", 256, 54},    {35, "TQ2_0", 256, 66},    {36, "I2_S", 1, 1},
-    {39, "MXFP4", 32, 17},
+    {39, "MXFP4", 32, 17},     {42, "Q2_0", 64, 18},
 };
 
 constexpr uint32_t kMaxDims = 4;       // GGML_MAX_DIMS
 constexpr int kMaxNesting = 16;        // arrays of arrays deeper than this are refused (no format needs them)
 constexpr uint64_t kI2sTailBytes = 32;  // float32 scale + 28 bytes of padding after the codes
+// Q2_0's layouts: mainline ggml's block_q2_0 and PrismML's group-128 block.
+constexpr int64_t kQ2Block64 = 64, kQ2Bytes64 = 18, kQ2Block128 = 128, kQ2Bytes128 = 34;
 
 bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -182,6 +184,7 @@ class GgufParser {
     return {reinterpret_cast<const char*>(take(n, what)), static_cast<size_t>(n)};
   }
   GgufValue value(uint32_t type, const std::string& key, int depth);
+  void resolve_q2_0_layouts(uint64_t data_size);
 
   GgufFile& f_;
   const uint8_t* base_;
@@ -223,6 +226,56 @@ GgufValue GgufParser::value(uint32_t type, const std::string& key, int depth) {
     v.raw_ = take(v.count_ * emin, what);
   }
   return v;
+}
+
+// Decides each Q2_0 tensor's block layout from the bytes it spans (gguf.h says how).
+void GgufParser::resolve_q2_0_layouts(uint64_t data_size) {
+  const std::string& name = f_.name_;
+  const uint64_t al = f_.alignment_;
+  auto align_up = [&](uint64_t n) { return (n + al - 1) / al * al; };
+  std::vector<size_t> ambiguous;
+  int64_t seen[2] = {0, 0};  // tensors decided as 64- and as 128-weight blocks
+  auto& ts = f_.tensors_;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    GgufTensorInfo& t = ts[i];
+    if (t.type != static_cast<uint32_t>(GgmlType::kQ2_0)) continue;
+    const auto n = static_cast<uint64_t>(t.numel());
+    const uint64_t bytes64 = n / kQ2Block64 * kQ2Bytes64;
+    const bool can128 = t.ne[0] % kQ2Block128 == 0;
+    const uint64_t bytes128 = can128 ? n / kQ2Block128 * kQ2Bytes128 : 0;
+    const bool last = i + 1 == ts.size();
+    const uint64_t end = last ? data_size : ts[i + 1].offset;
+    if (end < t.offset)
+      fail("{}: tensor '{}' has offset {}, after the offset {} of the tensor that follows it", name, t.name, t.offset,
+           end);
+    const uint64_t span = end - t.offset;
+    // A tensor is followed by padding to the alignment; the last one may end the file without it.
+    auto fits = [&](uint64_t nb) { return last ? nb <= span && span <= align_up(nb) : span == align_up(nb); };
+    const bool f64 = fits(bytes64), f128 = can128 && fits(bytes128);
+    if (!f64 && !f128)
+      fail("{}: tensor '{}' (Q2_0, {}) spans {} bytes, which fits neither Q2_0 layout (64-weight blocks of 18 bytes: "
+           "{} bytes; 128-weight blocks of 34 bytes: {}): a truncated file or wrong offsets",
+           name, t.name, t.ne_str(), span, bytes64, can128 ? fmt::format("{} bytes", bytes128) : "ne[0] too short");
+    if (f64 && f128) {
+      ambiguous.push_back(i);
+      continue;
+    }
+    t.block = f64 ? kQ2Block64 : kQ2Block128;
+    t.block_bytes = f64 ? kQ2Bytes64 : kQ2Bytes128;
+    t.nbytes = f64 ? bytes64 : bytes128;
+    ++seen[f64 ? 0 : 1];
+  }
+  for (size_t i : ambiguous) {
+    GgufTensorInfo& t = ts[i];
+    if ((seen[0] > 0) == (seen[1] > 0))
+      fail("{}: tensor '{}' (Q2_0, {}) fits both Q2_0 layouts (64-weight blocks of 18 bytes and 128-weight blocks of "
+           "34 bytes) and the file's other Q2_0 tensors {}",
+           name, t.name, t.ne_str(), seen[0] ? "use both" : "do not tell them apart");
+    const bool b64 = seen[0] > 0;
+    t.block = b64 ? kQ2Block64 : kQ2Block128;
+    t.block_bytes = b64 ? kQ2Bytes64 : kQ2Bytes128;
+    t.nbytes = static_cast<uint64_t>(t.numel()) / static_cast<uint64_t>(t.block) * static_cast<uint64_t>(t.block_bytes);
+  }
 }
 
 void GgufParser::run() {
@@ -287,9 +340,16 @@ void GgufParser::run() {
     t.offset = u64(what + " (offset)");
     const GgmlTypeInfo* ti = ggml_type_info(t.type);
     if (!ti) fail("{}: {} has unknown ggml type {}", name, what, ggml_type_name(t.type));
+    t.block = ti->block;
+    t.block_bytes = ti->block_bytes;
     if (t.type == static_cast<uint32_t>(GgmlType::kI2_S)) {
       if (numel % 4 != 0) fail("{}: {} (I2_S) has {} weights, not a multiple of 4", name, what, numel);
       t.nbytes = numel / 4 + kI2sTailBytes;
+    } else if (t.type == static_cast<uint32_t>(GgmlType::kQ2_0)) {
+      if (t.ne[0] % kQ2Block64 != 0)
+        fail("{}: {} (Q2_0) has ne[0] = {}, not a multiple of the block size 64", name, what, t.ne[0]);
+      if (numel > static_cast<uint64_t>(INT64_MAX) / kQ2Bytes64) fail("{}: {} has a byte size too large", name, what);
+      t.block = 0;  // decided by resolve_q2_0_layouts once every offset is known
     } else {
       if (t.ne[0] % ti->block != 0)
         fail("{}: {} ({}) has ne[0] = {}, not a multiple of the block size {}", name, what, ti->name, t.ne[0],
@@ -309,6 +369,7 @@ void GgufParser::run() {
   start = start / al * al;
   f_.data_offset_ = start;
   const uint64_t data_size = start <= size_ ? size_ - start : 0;
+  resolve_q2_0_layouts(data_size);
   uint64_t expect = 0;
   for (GgufTensorInfo& t : f_.tensors_) {
     if (t.offset % al != 0)

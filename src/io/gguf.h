@@ -13,7 +13,14 @@
 // Shapes: ne is in GGUF (ggml) order, ne[0] the contiguous dimension; a Hugging Face [out, in] matrix is
 // ne = {in, out}. Byte sizes: ne[0] / block_size * block_bytes * ne[1] * ne[2] * ne[3] from the ggml type table
 // (ggml_type_info), except bitnet.cpp's I2_S (type 36): numel / 4 bytes of 2-bit codes and a 32-byte tail holding
-// the float32 scale (ggml_nbytes special-cases it; the block size 1 / type size 1 of its type traits would be wrong).
+// the float32 scale (ggml_nbytes special-cases it; the block size 1 / type size 1 of its type traits would be wrong),
+// and Q2_0 (type 42), which two block layouts share: mainline ggml's block_q2_0 (64 weights in 18 bytes: fp16 d,
+// 16 bytes of 2-bit codes) and PrismML's earlier one (128 weights in 34 bytes: fp16 d, 32 bytes of codes), which the
+// published Ternary Bonsai `*-Q2_0.gguf` files use. The span a Q2_0 tensor occupies (to the next tensor's offset, or
+// to the end of the file for the last) tells them apart: a tensor of n weights needs n * 18 / 64 or n * 34 / 128
+// bytes, rounded up to the alignment. A span that fits neither is an error (a truncated or lying file); a span that
+// fits both (tensors under 64 * alignment weights) takes the layout the file's other Q2_0 tensors show, and is an
+// error when none does.
 //
 // Errors: every count, string length, offset and tensor extent is checked against the file size (overflow-safe)
 // before it is used, so a lying file gives a tritium::Error naming the file and the key or tensor, never a read
@@ -43,7 +50,9 @@ enum class GgufType : uint32_t {
 std::string_view gguf_type_name(GgufType t);
 
 /// ggml tensor types that tritium decodes (type ids as ggml / bitnet.cpp number them).
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30, kTQ1_0 = 34, kTQ2_0 = 35, kI2_S = 36 };
+enum class GgmlType : uint32_t {
+  kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30, kTQ1_0 = 34, kTQ2_0 = 35, kI2_S = 36, kQ2_0 = 42
+};
 
 /// One entry of the ggml type table.
 struct GgmlTypeInfo {
@@ -103,6 +112,10 @@ struct GgufTensorInfo {
   std::vector<int64_t> ne;   ///< GGUF order, ne[0] innermost; 1 to 4 dimensions
   uint64_t offset = 0;       ///< from the start of the data section
   uint64_t nbytes = 0;
+  /// The block layout of the data: weights per block along ne[0] and bytes per block (the type table's, except for
+  /// Q2_0, whose layout the file's sizes decide: 64 / 18 or 128 / 34; I2_S: 1 / 1 and the tail, as the table says).
+  int64_t block = 1;
+  int64_t block_bytes = 0;
   const uint8_t* data = nullptr;
 
   int64_t numel() const;

@@ -105,12 +105,23 @@ std::vector<GgufInspectedTensor> inspect_gguf(const GgufFile& f, std::vector<Ggu
   for (const GgufTensorInfo& t : f.tensors()) {
     GgufInspectedTensor e;
     e.name = t.name;
-    e.type = ggml_type_name(t.type);
+    // Q2_0's two layouts: "Q2_0/64" (mainline ggml) and "Q2_0/128" (PrismML).
+    e.type = t.type == static_cast<uint32_t>(GgmlType::kQ2_0) ? fmt::format("Q2_0/{}", t.block)
+                                                              : ggml_type_name(t.type);
     e.ne = t.ne;
     e.bytes = t.nbytes;
     const auto n = static_cast<uint64_t>(t.numel());
     e.bits_per_weight = n ? 8.0 * static_cast<double>(t.nbytes) / static_cast<double>(n) : 0;
-    if (gguf_type_is_ternary(t.type)) {
+    // A Q2_0 tensor that uses code 3 (+2 d) is not ternary; other ternary types with it are errors, as at load.
+    const bool q2_code3 = t.type == static_cast<uint32_t>(GgmlType::kQ2_0) && [&] {
+      std::vector<int8_t> v(static_cast<size_t>(n));
+      std::vector<float> d(static_cast<size_t>(n) / static_cast<size_t>(t.block));
+      decode_q2_0(t.data, t.numel(), t.block, v.data(), d.data());
+      for (size_t i = 0; i < v.size(); ++i)
+        if (v[i] == 2 && d[i / static_cast<size_t>(t.block)] != 0.0f) return true;
+      return false;
+    }();
+    if (gguf_type_is_ternary(t.type) && !q2_code3) {
       const GgufTernary r = gguf_tensor_to_ternary(t, f.path());
       e.ternary = true;
       for (int8_t v : r.values) e.zeros += v == 0;

@@ -275,9 +275,9 @@ TEST(GgufQuants, UnsupportedTypesNameTheTensor) {
   const std::vector<uint8_t> b(144);
   EXPECT_EQ(error_of([&] { gguf_tensor_to_f32(info(12, {256}, b, "blk.1.ffn_up.weight"), "m.gguf"); }),
             "m.gguf: tensor 'blk.1.ffn_up.weight' has type Q4_K, which tritium does not decode (supported: F32, F16, "
-            "BF16, Q8_0, TQ1_0, TQ2_0, I2_S)");
+            "BF16, Q8_0, TQ1_0, TQ2_0, I2_S, Q2_0)");
   EXPECT_EQ(error_of([&] { gguf_tensor_to_ternary(info(1, {72}, b), "m.gguf"); }),
-            "m.gguf: tensor 't' has type F16, not a ternary type (TQ1_0, TQ2_0, I2_S)");
+            "m.gguf: tensor 't' has type F16, not a ternary type (TQ1_0, TQ2_0, I2_S, Q2_0)");
   EXPECT_TRUE(gguf_type_is_supported(30));
   EXPECT_FALSE(gguf_type_is_supported(12));
 }

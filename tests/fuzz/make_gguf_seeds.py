@@ -65,6 +65,16 @@ def main():
             ("tq2_0", 35, [256], bytes([0x55]) * 64 + f16(0.5)),
             ("i2_s", 36, [128, 1], bytes([0x98]) * 32 + struct.pack("<f", 0.125) + b"\0" * 28),
         ], alignment=64),
+        # Q2_0 (type 42) in both layouts: mainline's 64-weight blocks (18 bytes) and PrismML's 128-weight blocks
+        # (34 bytes); a small tensor that fits both takes the layout its large neighbour shows.
+        "q2_0_g64.gguf": gguf([("general.architecture", STR, "qwen3")], [
+            ("small", 42, [128, 2], (f16(0.5) + bytes([0x98]) * 16) * 4),
+            ("large", 42, [2048, 2], (f16(0.25) + bytes([0x64]) * 16) * 64),
+        ]),
+        "q2_0_g128.gguf": gguf([("general.architecture", STR, "qwen3")], [
+            ("small", 42, [128, 2], (f16(0.5) + bytes([0x98]) * 32) * 2),
+            ("large", 42, [2048, 2], (f16(0.25) + bytes([0x64]) * 31 + bytes([0xff])) * 32),
+        ]),
         "tokenizer.gguf": gguf([
             ("general.architecture", STR, "bitnet-b1.58"), ("tokenizer.ggml.model", STR, "gpt2"),
             ("tokenizer.ggml.pre", STR, "llama-bpe"),

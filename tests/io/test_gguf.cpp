@@ -375,8 +375,14 @@ TEST(Gguf, FuzzSeedsAreValid) {
     EXPECT_TRUE(f.version() == 2 || f.version() == 3) << e.path();
     ++n;
   }
-  EXPECT_EQ(n, 6);  // four written by make_gguf_seeds.py, two fuzz findings (empty_f32_tensor, empty_i2_s_tensor)
+  EXPECT_EQ(n, 8);  // six written by make_gguf_seeds.py, two fuzz findings (empty_f32_tensor, empty_i2_s_tensor)
   const GgufFile t = GgufFile::open(std::string(TRITIUM_SOURCE_DIR) + "/tests/fuzz/gguf/tensors.gguf");
   EXPECT_EQ(t.alignment(), 64u);
   EXPECT_EQ(t.tensors().size(), 7u);
+  for (int64_t block : {64, 128}) {
+    const GgufFile q = GgufFile::open(std::string(TRITIUM_SOURCE_DIR) + "/tests/fuzz/gguf/q2_0_g" +
+                                      std::to_string(block) + ".gguf");
+    EXPECT_EQ(q.tensor("small").block, block);
+    EXPECT_EQ(q.tensor("large").block, block);
+  }
 }
