@@ -118,7 +118,7 @@ int run(const BenchArgs& a) {
              "{:.1f} MB{})",
              static_cast<double>(model.body_bytes_per_token()) / 1e6, fmt_name,
              static_cast<double>(model.lm_head().weight_bytes()) / 1e6, head, emb.row_bytes(),
-             emb.is_bf16() ? "bf16" : "f32", static_cast<double>(emb.bytes()) / 1e6,
+             emb.dtype_name(), static_cast<double>(emb.bytes()) / 1e6,
              model.head_shares_embedding() ? ", shared with the head" : "");
   fmt::print("\npeak RSS (model + run): {:.1f} MiB\n", rss);
   return 0;

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scratch.h"
+#include "formats/gguf_quants.h"
 
 namespace tritium {
 
@@ -44,7 +45,25 @@ Embedding Embedding::bf16(const uint16_t* data, int64_t rows, int64_t cols, std:
   return e;
 }
 
+Embedding Embedding::q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64_t block, int64_t block_bytes) {
+  TRITIUM_CHECK(data && rows > 0 && cols > 0 && (block == 64 || block == 128) && block_bytes == 2 + block / 4 &&
+                    cols % block == 0,
+                "Embedding: Q2_0 table [{}, {}] with blocks of {} weights in {} bytes", rows, cols, block, block_bytes);
+  Embedding e;
+  e.rows_ = rows;
+  e.cols_ = cols;
+  e.q2_ = data;
+  e.q2_block_ = block;
+  e.q2_block_bytes_ = block_bytes;
+  e.widened_ = std::make_shared<Widened>();
+  return e;
+}
+
 void Embedding::row(int64_t r, float* out) const {
+  if (q2_) {
+    dequantize_q2_0(q2_ + static_cast<size_t>(r) * row_bytes(), cols_, q2_block_, out);
+    return;
+  }
   if (!bf16_) {
     std::memcpy(out, f32_->data() + r * cols_, sizeof(float) * static_cast<size_t>(cols_));
     return;
@@ -60,6 +79,11 @@ void Embedding::row(int64_t r, float* out) const {
 }
 
 bool Embedding::read_rows_from_file() {
+  if (q2_) {
+    // Building a head from the table read all of it: lookups fault back only the pages of the rows they read.
+    release_mapped_pages(q2_, bytes());
+    return false;
+  }
   if (!file_ || owner_) return false;
   read_file_ = true;
   release_mapped_pages(bf16_, bytes());
@@ -67,7 +91,7 @@ bool Embedding::read_rows_from_file() {
 }
 
 std::shared_ptr<const std::vector<float>> Embedding::f32_table() const {
-  if (!bf16_) return f32_;
+  if (f32_) return f32_;
   std::call_once(widened_->once, [&] {
     auto t = std::make_shared<std::vector<float>>(static_cast<size_t>(rows_ * cols_));
     for (int64_t r = 0; r < rows_; ++r) row(r, t->data() + r * cols_);

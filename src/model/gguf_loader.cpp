@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "formats/gguf_quants.h"
 #include "model/weight_source.h"
+#include "quant/ternary_detect.h"
 
 namespace tritium {
 
@@ -215,8 +216,17 @@ class GgufSource final : public WeightSource {
   std::vector<float> mat(const std::string& name, int64_t rows, int64_t cols) const override {
     const GgufTensorInfo& t = get(name, {cols, rows});
     std::vector<float> v = gguf_tensor_to_f32(t, f_.path());
+    if (t.type == static_cast<uint32_t>(GgmlType::kQ2_0)) note_q2_0_storage(t, v, rows, cols);
+    release_mapped_pages(t.data, t.nbytes);  // decoded: the model holds its own copy, the file's bytes need not stay resident
     fix_rope_rows(name, v, rows, cols);
     return v;
+  }
+
+  /// A Q2_0 table (embedding, head) stays in its blocks, decoded a row at a time; other types as float32.
+  Embedding table(const std::string& name, int64_t rows, int64_t cols) const override {
+    const GgufTensorInfo& t = get(name, {cols, rows});
+    if (t.type != static_cast<uint32_t>(GgmlType::kQ2_0)) return WeightSource::table(name, rows, cols);
+    return Embedding::q2_0(t.data, rows, cols, t.block, t.block_bytes);
   }
 
   TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const override {
@@ -248,6 +258,7 @@ class GgufSource final : public WeightSource {
     TernaryWeight r;
     if (!gguf_type_is_ternary(t.type)) return from_float(gguf_tensor_to_f32(t, f_.path()));
     GgufTernary g = gguf_tensor_to_ternary(t, f_.path());
+    release_mapped_pages(t.data, t.nbytes);
     r.w = std::move(g.values);
     // One scale when every block that holds a non-zero weight has the same one (the BitNet case: upstream's d is the
     // block's max |w|, which is the tensor scale); else a scale per row and group of 128 (TQ blocks are 256 weights
@@ -261,15 +272,65 @@ class GgufSource final : public WeightSource {
       mixed = g.scales[b] != *uniform;
     }
     r.scale = uniform.value_or(1.0f);
+    if (mixed && g.block < kTernaryGroupK) {
+      // 64-weight Q2_0 blocks: the two halves of a group of 128 must share their scale (or be all zero).
+      const int64_t per = kTernaryGroupK / g.block;
+      for (size_t b0 = 0; b0 < g.scales.size(); b0 += static_cast<size_t>(per)) {
+        std::optional<float> s;
+        for (size_t b = b0; b < b0 + static_cast<size_t>(per) && b < g.scales.size(); ++b) {
+          const int8_t* v = r.w.data() + b * static_cast<size_t>(g.block);
+          if (std::all_of(v, v + g.block, [](int8_t x) { return x == 0; })) continue;
+          if (s && *s != g.scales[b])
+            fail("{}: tensor '{}' (Q2_0): 64-weight blocks {} and {} of one group of 128 inputs have different scales "
+                 "({} and {}); tritium's ternary formats hold one scale per group of 128",
+                 f_.path(), t.name, b0, b, *s, g.scales[b]);
+          s = g.scales[b];
+        }
+      }
+    }
     if (mixed) {
       const int64_t groups = (in + kTernaryGroupK - 1) / kTernaryGroupK;
       r.group_scales.resize(static_cast<size_t>(out * groups));
       for (size_t i = 0; i < r.group_scales.size(); ++i) {
         const int64_t row = static_cast<int64_t>(i) / groups, col = static_cast<int64_t>(i) % groups * kTernaryGroupK;
-        r.group_scales[i] = g.scales[static_cast<size_t>((row * in + col) / g.block)];
+        // The scale of a block of the group that holds a non-zero weight (64-weight blocks: the check above
+        // makes them agree; an all-zero block's scale multiplies only zeros).
+        const int64_t first = (row * in + col) / g.block, last = (row * in + std::min(in, col + kTernaryGroupK) - 1) / g.block;
+        float sc = g.scales[static_cast<size_t>(first)];
+        for (int64_t b = first; b <= last; ++b) {
+          const int8_t* v = r.w.data() + b * g.block;
+          if (std::any_of(v, v + g.block, [](int8_t x) { return x != 0; })) sc = g.scales[static_cast<size_t>(b)];
+        }
+        r.group_scales[i] = sc;
       }
     }
     return r;
+  }
+
+  // A Q2_0 projection is held packed ternary with its scales when its values are ternary times one scale per row and
+  // group of 128 inputs (loader.cpp's detection); one line says when it cannot be (code 3 = +2 d, or 64-weight blocks
+  // whose scales differ within a group of 128), and it is then computed in float32, exactly.
+  void note_q2_0_storage(const GgufTensorInfo& t, const std::vector<float>& v, int64_t rows, int64_t cols) const {
+    const GgufTernary g = [&] {
+      GgufTernary r;
+      r.block = t.block;
+      r.values.resize(v.size());
+      r.scales.resize(v.size() / static_cast<size_t>(t.block));
+      decode_q2_0(t.data, t.numel(), t.block, r.values.data(), r.scales.data());
+      return r;
+    }();
+    const char* why = nullptr;
+    for (size_t b = 0; b < g.scales.size() && !why; ++b)
+      for (int64_t i = 0; i < g.block; ++i)
+        if (g.values[b * static_cast<size_t>(g.block) + static_cast<size_t>(i)] == 2 && g.scales[b] != 0.0f) {
+          why = "uses the 2-bit code 3 (+2 d), which no ternary format holds";
+          break;
+        }
+    if (!why && t.block < kTernaryGroupK && !detect_ternary(v.data(), rows, cols, kTernaryGroupK))
+      why = "has 64-weight blocks whose scales differ within a group of 128 inputs";
+    if (why)
+      fmt::print(stderr, "note: {}: tensor '{}' (Q2_0) {}: computed in float32 (exact, {} bytes instead of {})\n",
+                 f_.path(), t.name, why, v.size() * 4, t.nbytes);
   }
 
   // The tensor behind a Hugging Face name, with ne checked (GGUF order: the Hugging Face shape reversed).
@@ -315,11 +376,13 @@ class GgufSource final : public WeightSource {
 }  // namespace
 
 std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, const LoadOptions& opts) {
-  const GgufFile f = GgufFile::open(path);
+  auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
+  const GgufFile& f = *file;
   ModelConfig c = gguf_model_config(f);
   const GgufSource source(f, c);
   const std::string arch = c.arch_name;
   auto model = build_transformer(std::move(c), source, opts);
+  model->set_keep_alive(file);  // Q2_0 tables (Embedding::q2_0) read the mapped file
   // A tensor the model does not use is a feature of the file that tritium would silently drop: refused.
   if (const auto rest = source.unused(); !rest.empty())
     fail("{}: tensor '{}' is not part of the {} model tritium builds ({} such tensors; an unsupported feature of "

@@ -7,7 +7,9 @@
 #include "core/mapped_file.h"
 #include "formats/q4_rows.h"
 #include "formats/q6_rows.h"
+#include "formats/ternary_i2.h"
 #include "quant/int8_projection.h"
+#include "quant/ternary_detect.h"
 
 namespace tritium {
 
@@ -61,14 +63,17 @@ std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, in
 std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::string& kind) {
   const int64_t V = t.rows(), H = t.cols();
   if (kind.empty() || kind == "f32") {
-    if (!t.is_bf16()) return std::make_unique<FloatLinear>(t.f32_table(), std::vector<float>{}, V, H);
+    if (t.is_f32()) return std::make_unique<FloatLinear>(t.f32_table(), std::vector<float>{}, V, H);
     std::vector<float> w(static_cast<size_t>(V * H));
     for (int64_t r = 0; r < V; ++r) t.row(r, w.data() + r * H);
     return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, V, H);
   }
   if (kind == "bf16") {
     if (t.is_bf16()) return std::make_unique<Bf16Linear>(t.bf16_data(), V, H, t.owner());
-    return bf16_head_from_f32(t.f32_table()->data(), V, H);
+    if (t.is_f32()) return bf16_head_from_f32(t.f32_table()->data(), V, H);
+    std::vector<float> w(static_cast<size_t>(V * H));
+    for (int64_t r = 0; r < V; ++r) t.row(r, w.data() + r * H);
+    return bf16_head_from_f32(w.data(), V, H);
   }
   if (kind != "int8" && kind != "q6" && kind != "q4")
     fail("unknown lm_head storage '{}' (expected f32, bf16, int8, q6 or q4)", kind);
@@ -100,7 +105,7 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   for (int64_t r0 = 0; r0 < V; r0 += kBlock) {
     const int64_t rows = std::min(kBlock, V - r0);
     const float* src;
-    if (t.is_bf16()) {
+    if (!t.is_f32()) {
       block.resize(static_cast<size_t>(rows * H));
       for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, block.data() + r * H);
       src = block.data();
@@ -125,6 +130,46 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   if (kind == "int8") return std::make_unique<Int8Linear>(Int8Projection(std::move(i8)));
   if (kind == "q6") return std::make_unique<Q6Linear>(std::move(q6));
   return std::make_unique<Q4Linear>(std::move(q4));
+}
+
+std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryFormat fmt) {
+  const int64_t V = t.rows(), H = t.cols(), G = (H + kTernaryGroupK - 1) / kTernaryGroupK;
+  constexpr int64_t kBlock = 2048;  // a multiple of i2's 16-row tiles
+  // i2 is a sequence of 16-row tiles, so blocks of rows pack on their own and their bytes concatenate: the head
+  // never exists as one int8 value per weight (1 byte per weight: 311 MB for a 151,936 x 2,048 head).
+  const bool by_block = fmt == TernaryFormat::kI2;
+  std::vector<int8_t> codes(by_block ? 0 : static_cast<size_t>(V * H));
+  std::vector<uint8_t> i2(by_block ? TernaryI2::bytes_for(V, H) : 0);
+  std::vector<float> scales(static_cast<size_t>(V * G));
+  std::vector<float> block;
+  for (int64_t r0 = 0; r0 < V; r0 += kBlock) {
+    const int64_t rows = std::min(kBlock, V - r0);
+    const float* src;
+    if (!t.is_f32()) {
+      block.resize(static_cast<size_t>(rows * H));
+      for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, block.data() + r * H);
+      src = block.data();
+    } else {
+      src = t.f32_table()->data() + r0 * H;
+    }
+    const auto q = detect_ternary(src, rows, H, kTernaryGroupK);
+    if (!q) return nullptr;
+    if (by_block) {
+      const TernaryI2 part(q->q.data(), rows, H);
+      std::copy(part.codes().begin(), part.codes().end(), i2.begin() + static_cast<ptrdiff_t>(TernaryI2::bytes_for(r0, H)));
+    } else {
+      std::copy(q->q.begin(), q->q.end(), codes.begin() + r0 * H);
+    }
+    for (int64_t i = 0; i < rows * G; ++i)
+      scales[static_cast<size_t>(r0 * G + i)] = q->group_size == 0 ? q->scales[0] : q->scales[static_cast<size_t>(i)];
+  }
+  if (by_block) {
+    const std::span<const uint8_t> buf(i2);
+    return std::make_unique<TernaryLinear>(ternary_from_buffers(fmt, V, H, std::span(&buf, 1), /*copy=*/true),
+                                           std::move(scales));
+  }
+  auto packed = pack_ternary(fmt, codes.data(), V, H);
+  return std::make_unique<TernaryLinear>(std::move(packed), std::move(scales));
 }
 
 }  // namespace tritium

@@ -32,4 +32,10 @@ std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, in
 /// The result equals make_head_linear over the widened table bit for bit. Throws as make_head_linear.
 std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::string& kind);
 
+/// The output head as a TernaryLinear (packed in `fmt`, one scale per row and group of 128 inputs) when the table
+/// holds exactly ternary values times such scales (quant/ternary_detect.h: Ternary Bonsai's head, stored in 16 bits
+/// or as GGUF Q2_0), read a block of rows at a time; nullptr when it does not. Logits then follow the ternary
+/// kernels' arithmetic (activations quantized per token to int8 by absmax).
+std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryFormat fmt);
+
 }  // namespace tritium

@@ -42,7 +42,7 @@ size_t Transformer::weight_bytes_per_token() const { return body_bytes_per_token
 bool Transformer::head_shares_embedding() const {
   if (const auto* b = dynamic_cast<const Bf16Linear*>(lm_head_.get())) return b->data() == embed_.bf16_data();
   if (const auto* f = dynamic_cast<const FloatLinear*>(lm_head_.get()))
-    return !embed_.is_bf16() && &f->weight() == embed_.f32_table().get();
+    return embed_.is_f32() && &f->weight() == embed_.f32_table().get();
   return false;
 }
 
