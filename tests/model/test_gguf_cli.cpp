@@ -198,3 +198,50 @@ TEST(GgufCli, DamagedFilesGiveOneErrorLine) {
   }
   expect_one_error_line(gen(d.file("absent.gguf")), "absent.gguf: model folder or GGUF file not found", "absent");
 }
+
+// The Ternary Bonsai paths: a Q2_0 file (`synth --shape qwen3-micro`, both layouts) damaged, a Qwen3 file without
+// q_norm, and a Hugging Face folder with a bitnet quantization_config on an architecture it does not apply to: one
+// `error:` line each, exit status 1.
+TEST(GgufCli, TernaryBonsaiDamageGivesOneErrorLine) {
+  const std::string tok = test::shared_dir().empty() ? "" : test::shared_dir() + "/tokenizers/qwen3";
+  if (tok.empty() || !fs::exists(tok + "/tokenizer.json")) GTEST_SKIP() << "the Qwen3 tokenizer (shared data) is absent";
+  test::TempDir d;
+  for (const char* block : {"128", "64"}) {
+    const std::string good_path = d.file(std::string("good") + block + ".gguf");
+    const auto s = test::run_cli({"synth", "--shape", "qwen3-micro", "--tokenizer", tok, "--q2-block", block, "-o",
+                                  good_path});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const auto ok = gen(good_path, "Hello");
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    const auto good = test::read_bytes(good_path);
+    struct Case {
+      std::string what, needle;
+      std::function<void(std::vector<uint8_t>&)> damage;
+    };
+    const std::vector<Case> cases = {
+        {"a truncated Q2_0 block", "fits neither Q2_0 layout", [](auto& b) { b.resize(b.size() - 5); }},
+        {"a Q2_0 size that fits neither layout", "tensor 'blk.0.attn_q.weight' (Q2_0, [128, 96]) spans",
+         [](auto& b) { poke<uint64_t>(b, tensor_at(b, "blk.0.attn_q.weight").dims + 8, 96); }},
+        {"a missing q_norm", "tensor 'blk.1.attn_q_norm.weight' is missing",
+         [](auto& b) { b[find_key(b, "blk.1.attn_q_norm.weight") + 8 + 13] = 'x'; }},
+    };
+    const std::string bad = d.file("bad.gguf");
+    for (const Case& c : cases) {
+      auto b = good;
+      c.damage(b);
+      test::write_bytes(bad, b);
+      expect_one_error_line(gen(bad), c.needle, c.what + " (" + block + ")");
+    }
+  }
+  // A bitnet quantization_config on Qwen2 (whose projections have biases): refused by name.
+  const fs::path folder = d.path() / "qwen2-bitnet";
+  fs::create_directories(folder);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(test::data_dir() + "/models/falcon-a/" + f, folder / f);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(folder / "config.json"));
+  cfg["architectures"] = {"Qwen2ForCausalLM"};
+  cfg["model_type"] = "qwen2";
+  std::ofstream(folder / "config.json") << cfg.dump();
+  expect_one_error_line(gen(folder.string()), "Qwen2ForCausalLM with linear biases is not supported",
+                        "bitnet quantization_config on Qwen2");
+}
