@@ -11,6 +11,8 @@
 // Size: Np * Kp / 4 bytes; 2 bits/weight (plus padding when N % 16 or K % 128 is not 0).
 #pragma once
 
+#include <functional>
+
 #include "formats/ternary_tiled.h"
 
 namespace tritium {
@@ -19,6 +21,11 @@ class TernaryI2 final : public TiledTernary {
  public:
   /// Packs w (int8 [N, K], values in {-1, 0, 1}, not checked here: use pack_ternary).
   TernaryI2(const int8_t* w, int64_t n, int64_t k);
+  /// Packs an [n, k] matrix a block of rows at a time, so that it never exists as one int8 per weight:
+  /// fill(r0, rows, w) writes rows [r0, r0 + rows) as int8 [rows, k] (values in {-1, 0, 1}) into w; block_rows is
+  /// a multiple of 16 (the last block may be shorter).
+  TernaryI2(int64_t n, int64_t k, int64_t block_rows,
+            const std::function<void(int64_t r0, int64_t rows, int8_t* w)>& fill);
   /// Adopts saved bytes (size must be bytes_for(n, k)); copy = false borrows them. Throws tritium::Error.
   TernaryI2(int64_t n, int64_t k, std::span<const uint8_t> codes, bool copy);
   TernaryFormat format() const override { return TernaryFormat::kI2; }
@@ -30,6 +37,8 @@ class TernaryI2 final : public TiledTernary {
   }
 
  private:
+  // Writes the tiles of rows [r0, r0 + rows) (r0 a multiple of 16) from w (int8 [rows, k]).
+  void pack_rows(const int8_t* w, int64_t r0, int64_t rows);
   Store codes_;
 };
 

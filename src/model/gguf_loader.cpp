@@ -222,6 +222,18 @@ class GgufSource final : public WeightSource {
     return v;
   }
 
+  std::optional<TernaryQuant> stored_ternary(const std::string& name, int64_t rows, int64_t cols) const override {
+    const GgufTensorInfo* ti = f_.find_tensor(gguf_tensor_name(name));
+    if (!ti || ti->type != static_cast<uint32_t>(GgmlType::kQ2_0)) return std::nullopt;
+    if (llama_ && (name.find(".self_attn.q_proj.") != std::string::npos ||
+                   name.find(".self_attn.k_proj.") != std::string::npos))
+      return std::nullopt;  // rows permuted by llama.cpp's converter: mat() undoes that
+    const GgufTensorInfo& t = get(name, {cols, rows});
+    std::optional<TernaryQuant> q = q2_0_ternary(t, rows, cols);
+    if (q) release_mapped_pages(t.data, t.nbytes);
+    return q;
+  }
+
   /// A Q2_0 table (embedding, head) stays in its blocks, decoded a row at a time; other types as float32.
   Embedding table(const std::string& name, int64_t rows, int64_t cols) const override {
     const GgufTensorInfo& t = get(name, {cols, rows});
@@ -305,6 +317,60 @@ class GgufSource final : public WeightSource {
       }
     }
     return r;
+  }
+
+  // Q2_0 codes and block scales as detect_ternary (groups of 128) would find them in the decoded float32 values
+  // (code - 1) * d, decided a block at a time: a non-zero value has magnitude |d| and the sign of (code - 1) * d;
+  // the magnitudes of a group of 128 must agree; nullopt where detection would fail (a non-finite d, the code 3).
+  static std::optional<TernaryQuant> q2_0_ternary(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols, block = t.block, G = (cols + kTernaryGroupK - 1) / kTernaryGroupK;
+    TernaryQuant q;
+    q.n = rows;
+    q.k = cols;
+    q.group_size = kTernaryGroupK;
+    q.q.resize(static_cast<size_t>(n));
+    q.scales.assign(static_cast<size_t>(rows * G), 0.0f);
+    std::vector<float> d(static_cast<size_t>(n / block));
+    decode_q2_0(t.data, n, block, q.q.data(), d.data());
+    float tensor_mag = 0.0f;
+    bool uniform = true;
+    const int64_t per_row = cols / block;  // blocks of a row (cols is a multiple of block)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < G; ++g) {
+        float mag = 0.0f;
+        const int64_t b0 = g * kTernaryGroupK / block, b1 = std::min(per_row, (g + 1) * kTernaryGroupK / block);
+        for (int64_t b = b0; b < b1; ++b) {
+          const float db = d[static_cast<size_t>(r * per_row + b)];
+          int8_t* code = q.q.data() + r * cols + b * block;
+          if (!std::isfinite(db)) return std::nullopt;  // every (code - 1) * d is then inf or NaN
+          if (db == 0.0f) {
+            std::fill(code, code + block, int8_t{0});
+            continue;
+          }
+          bool any = false;
+          for (int64_t j = 0; j < block; ++j) {
+            if (code[j] == 2) return std::nullopt;  // +2 d: not ternary (mat() says so and keeps float32)
+            any = any || code[j] != 0;
+          }
+          if (!any) continue;
+          const float a = std::fabs(db);
+          if (mag == 0.0f) mag = a;
+          else if (a != mag) return std::nullopt;
+          if (db < 0)
+            for (int64_t j = 0; j < block; ++j) code[j] = static_cast<int8_t>(-code[j]);
+        }
+        q.scales[static_cast<size_t>(r * G + g)] = mag;
+        if (mag != 0.0f) {
+          if (tensor_mag == 0.0f) tensor_mag = mag;
+          else if (mag != tensor_mag) uniform = false;
+        }
+      }
+    if (tensor_mag == 0.0f) return std::nullopt;
+    if (uniform) {
+      q.group_size = 0;
+      q.scales.assign(1, tensor_mag);
+    }
+    return q;
   }
 
   // A Q2_0 projection is held packed ternary with its scales when its values are ternary times one scale per row and

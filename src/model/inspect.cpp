@@ -35,7 +35,7 @@ void add_linear(ModelInspection& r, const Linear& lin, const std::string& layer_
   t->packed().unpack(w.data());
   // Row ranges: the segments when they match the original tensors, else the whole layer.
   std::vector<int64_t> rows;
-  if (t->group_scales().empty() && t->segments().size() == names.size())
+  if (!t->has_group_scales() && t->segments().size() == names.size())
     for (const auto& s : t->segments()) rows.push_back(s.rows);
   else {
     rows = {N};
@@ -50,7 +50,7 @@ void add_linear(ModelInspection& r, const Linear& lin, const std::string& layer_
     it.rows = rows[i];
     it.cols = K;
     it.ternary = true;
-    it.scales = t->group_scales().empty() ? 1 : static_cast<uint64_t>(rows[i] * G);
+    it.scales = !t->has_group_scales() ? 1 : static_cast<uint64_t>(rows[i] * G);
     it.stats = ternary_tensor_stats(w.data() + r0 * K, rows[i], K, 2 * it.scales);
     it.bytes = static_cast<uint64_t>(static_cast<double>(lin.weight_bytes()) * static_cast<double>(rows[i]) /
                                      static_cast<double>(N));

@@ -62,17 +62,23 @@ TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segme
 }
 
 TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float> group_scales)
-    : Linear(w->rows(), w->cols()), w_(std::move(w)), group_scales_(std::move(group_scales)) {
-  TRITIUM_CHECK(static_cast<int64_t>(group_scales_.size()) == n_ * w_->groups(),
-                "TernaryLinear: {} group scales, expected {} x {}", group_scales_.size(), n_, w_->groups());
+    : Linear(w->rows(), w->cols()), w_(std::move(w)) {
+  TRITIUM_CHECK(static_cast<int64_t>(group_scales.size()) == n_ * w_->groups(),
+                "TernaryLinear: {} group scales, expected {} x {}", group_scales.size(), n_, w_->groups());
+  tile_scales_ = cpu::tile_group_scales(group_scales.data(), n_, w_->groups());
+}
+
+std::vector<float> TernaryLinear::group_scales() const {
+  if (tile_scales_.empty()) return {};
+  return cpu::row_group_scales(tile_scales_.data(), n_, w_->groups());
 }
 
 std::string TernaryLinear::format_name() const { return "ternary-" + std::string(ternary_format_name(w_->format())); }
 
 void TernaryLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
   const QuantizedRows q = quantize_rows(x, M, k_);
-  if (!group_scales_.empty()) {
-    cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, group_scales_.data(), y);
+  if (!tile_scales_.empty()) {
+    cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, tile_scales_.data(), y);
     if (!bias_.empty())
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];

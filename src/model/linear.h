@@ -80,15 +80,17 @@ class TernaryLinear final : public Linear {
     float scale;  ///< multiplier applied to that segment's outputs
   };
   TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segment> segments);
-  /// Per-row, per-group-of-128-along-K scales (post-training-quantized models): group_scales [N, ceil(K/128)].
+  /// Per-row, per-group-of-128-along-K scales (Ternary Bonsai, post-training-quantized models): group_scales
+  /// [N, ceil(K/128)] row-major (held in the GEMM's tile-major layout, kernels/cpu/ternary_kernels.h).
   TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float> group_scales);
   void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
   size_t weight_bytes() const override { return w_->bytes(); }
   std::string format_name() const override;
   const PackedTernary& packed() const { return *w_; }
   const std::vector<Segment>& segments() const { return segments_; }
-  /// Empty unless the layer has per-group scales.
-  const std::vector<float>& group_scales() const { return group_scales_; }
+  /// The per-group scales [N, ceil(K/128)] row-major (a copy); empty unless the layer has them.
+  std::vector<float> group_scales() const;
+  bool has_group_scales() const { return !tile_scales_.empty(); }
   /// Adds a float bias [N] to the outputs (Qwen2's q/k/v bias after ternary PTQ).
   void set_bias(std::vector<float> bias);
   const std::vector<float>& bias() const { return bias_; }
@@ -96,7 +98,7 @@ class TernaryLinear final : public Linear {
  private:
   std::unique_ptr<PackedTernary> w_;
   std::vector<Segment> segments_;
-  std::vector<float> group_scales_;
+  std::vector<float> tile_scales_;  ///< the group scales tile-major (ternary_gemm_f32's layout)
   std::vector<float> bias_;
 };
 

@@ -135,15 +135,10 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
 std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryFormat fmt) {
   const int64_t V = t.rows(), H = t.cols(), G = (H + kTernaryGroupK - 1) / kTernaryGroupK;
   constexpr int64_t kBlock = 2048;  // a multiple of i2's 16-row tiles
-  // i2 is a sequence of 16-row tiles, so blocks of rows pack on their own and their bytes concatenate: the head
-  // never exists as one int8 value per weight (1 byte per weight: 311 MB for a 151,936 x 2,048 head).
-  const bool by_block = fmt == TernaryFormat::kI2;
-  std::vector<int8_t> codes(by_block ? 0 : static_cast<size_t>(V * H));
-  std::vector<uint8_t> i2(by_block ? TernaryI2::bytes_for(V, H) : 0);
   std::vector<float> scales(static_cast<size_t>(V * G));
   std::vector<float> block;
-  for (int64_t r0 = 0; r0 < V; r0 += kBlock) {
-    const int64_t rows = std::min(kBlock, V - r0);
+  // Rows [r0, r0 + rows) detected; their codes into `codes` (int8 [rows, H]) and their scales into `scales`.
+  auto detect_rows = [&](int64_t r0, int64_t rows, int8_t* codes) {
     const float* src;
     if (!t.is_f32()) {
       block.resize(static_cast<size_t>(rows * H));
@@ -153,23 +148,27 @@ std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryForma
       src = t.f32_table()->data() + r0 * H;
     }
     const auto q = detect_ternary(src, rows, H, kTernaryGroupK);
-    if (!q) return nullptr;
-    if (by_block) {
-      const TernaryI2 part(q->q.data(), rows, H);
-      std::copy(part.codes().begin(), part.codes().end(), i2.begin() + static_cast<ptrdiff_t>(TernaryI2::bytes_for(r0, H)));
-    } else {
-      std::copy(q->q.begin(), q->q.end(), codes.begin() + r0 * H);
-    }
+    if (!q) return false;
+    std::copy(q->q.begin(), q->q.end(), codes);
     for (int64_t i = 0; i < rows * G; ++i)
       scales[static_cast<size_t>(r0 * G + i)] = q->group_size == 0 ? q->scales[0] : q->scales[static_cast<size_t>(i)];
+    return true;
+  };
+  if (fmt == TernaryFormat::kI2) {
+    // i2 packs a block of rows at a time: the head never exists as one int8 per weight (311 MB for a
+    // 151,936 x 2,048 head).
+    bool ternary = true;
+    auto packed = std::make_unique<TernaryI2>(V, H, kBlock, [&](int64_t r0, int64_t rows, int8_t* w) {
+      if (ternary) ternary = detect_rows(r0, rows, w);
+      if (!ternary) std::fill(w, w + rows * H, int8_t{0});
+    });
+    if (!ternary) return nullptr;
+    return std::make_unique<TernaryLinear>(std::move(packed), std::move(scales));
   }
-  if (by_block) {
-    const std::span<const uint8_t> buf(i2);
-    return std::make_unique<TernaryLinear>(ternary_from_buffers(fmt, V, H, std::span(&buf, 1), /*copy=*/true),
-                                           std::move(scales));
-  }
-  auto packed = pack_ternary(fmt, codes.data(), V, H);
-  return std::make_unique<TernaryLinear>(std::move(packed), std::move(scales));
+  std::vector<int8_t> codes(static_cast<size_t>(V * H));
+  for (int64_t r0 = 0; r0 < V; r0 += kBlock)
+    if (!detect_rows(r0, std::min(kBlock, V - r0), codes.data() + r0 * H)) return nullptr;
+  return std::make_unique<TernaryLinear>(pack_ternary(fmt, codes.data(), V, H), std::move(scales));
 }
 
 }  // namespace tritium

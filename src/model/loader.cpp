@@ -1,5 +1,9 @@
 #include "model/loader.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -186,18 +190,12 @@ std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<s
                                                       bias.empty() ? nullptr : bias.data(), io));
 }
 
-// The parts of a fused projection as one TernaryLinear when every part is exactly ternary times a scale per tensor
-// or per row and group of kTernaryGroupK inputs (quant/ternary_detect.h); nullptr otherwise.
-std::unique_ptr<TernaryLinear> detect_fused_ternary(const std::vector<std::vector<float>>& parts,
-                                                    const std::vector<int64_t>& rows, int64_t in, const LoadOptions& o) {
-  std::vector<TernaryQuant> qs;
+// The parts of a fused projection, each ternary times a scale per tensor or per row and group of kTernaryGroupK
+// inputs, as one TernaryLinear; nullptr when some part is group-scaled and the backend takes no group scales.
+std::unique_ptr<TernaryLinear> fused_ternary(const std::vector<TernaryQuant>& qs, const std::vector<int64_t>& rows,
+                                             int64_t in, const LoadOptions& o) {
   bool grouped = false;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    auto t = detect_ternary(parts[i].data(), rows[i], in, kTernaryGroupK);
-    if (!t) return nullptr;
-    grouped = grouped || t->group_size != 0;
-    qs.push_back(std::move(*t));
-  }
+  for (const TernaryQuant& q : qs) grouped = grouped || q.group_size != 0;
   if (grouped && !o.ternary_group_scales) return nullptr;
   std::vector<int8_t> all;
   std::vector<TernaryLinear::Segment> segs;
@@ -216,11 +214,46 @@ std::unique_ptr<TernaryLinear> detect_fused_ternary(const std::vector<std::vecto
                  : std::make_unique<TernaryLinear>(std::move(packed), std::move(segs));
 }
 
+// The parts of a fused projection as one TernaryLinear when every part is exactly ternary times a scale per tensor
+// or per row and group of kTernaryGroupK inputs (quant/ternary_detect.h); nullptr otherwise.
+std::unique_ptr<TernaryLinear> detect_fused_ternary(const std::vector<std::vector<float>>& parts,
+                                                    const std::vector<int64_t>& rows, int64_t in, const LoadOptions& o) {
+  std::vector<TernaryQuant> qs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto t = detect_ternary(parts[i].data(), rows[i], in, kTernaryGroupK);
+    if (!t) return nullptr;
+    qs.push_back(std::move(*t));
+  }
+  return fused_ternary(qs, rows, in, o);
+}
+
 std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std::pair<std::string, int64_t>>& parts,
                                    int64_t in, bool bias, const LoadOptions& o) {
   std::vector<std::vector<float>> ws_parts;
   std::vector<int64_t> rows;
   std::vector<float> b;
+  if (o.quant.empty() && o.detect_ternary) {
+    // Sources that store ternary values (GGUF Q2_0) give them without a float32 copy: the same result as detection.
+    std::vector<TernaryQuant> qs;
+    for (const auto& [prefix, r] : parts) {
+      auto q = ws.stored_ternary(prefix + ".weight", r, in);
+      if (!q) break;
+      qs.push_back(std::move(*q));
+      rows.push_back(r);
+    }
+    if (qs.size() == parts.size()) {
+      if (auto t = fused_ternary(qs, rows, in, o)) {
+        for (const auto& [prefix, r] : parts)
+          if (bias) {
+            auto v = ws.vec(prefix + ".bias", r);
+            b.insert(b.end(), v.begin(), v.end());
+          }
+        t->set_bias(std::move(b));
+        return t;
+      }
+    }
+    rows.clear();
+  }
   for (const auto& [prefix, r] : parts) {
     ws_parts.push_back(ws.mat(prefix + ".weight", r, in));
     rows.push_back(r);
@@ -317,6 +350,18 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
                                        std::move(lm_head));
 }
 
+namespace {
+
+// Loading frees float32 copies and unpacked codes as it packs; glibc keeps freed heap memory resident until told.
+std::unique_ptr<Transformer> return_freed_memory(std::unique_ptr<Transformer> m) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+  return m;
+}
+
+}  // namespace
+
 std::unique_ptr<Transformer> load_transformer(const std::string& path, const LoadOptions& opts) {
   if (!opts.quant.empty()) {
     const auto& names = quant_method_names();
@@ -328,14 +373,14 @@ std::unique_ptr<Transformer> load_transformer(const std::string& path, const Loa
     if (std::find(names.begin(), names.end(), opts.lm_head) == names.end())
       fail("unknown lm_head storage '{}' (expected one of: {})", opts.lm_head, fmt::join(names, ", "));
   }
-  if (is_gguf_path(path)) return load_gguf_transformer(path, opts);
+  if (is_gguf_path(path)) return return_freed_memory(load_gguf_transformer(path, opts));
   ModelConfig c = load_model_config(path);
   auto store = std::make_shared<WeightStore>(path);
   if (is_tritium_model(*store)) return load_tritium_model(std::move(c), std::move(store), opts);
   const SafetensorsSource source(*store, c);
   auto model = build_transformer(std::move(c), source, opts);
   model->set_keep_alive(std::move(store));  // borrowed bf16 tables read the mapped file
-  return model;
+  return return_freed_memory(std::move(model));
 }
 
 }  // namespace tritium

@@ -86,10 +86,11 @@ json write_linear(TensorSink& sink, const std::string& name, const Linear& lin) 
                b.bytes.size());
     }
     j["buffers"] = bufs;
-    if (!t->group_scales().empty()) {
+    if (t->has_group_scales()) {
       j["group_scales"] = true;
-      sink.add(name + ".group_scales", DType::F32, {N, t->packed().groups()}, t->group_scales().data(),
-               t->group_scales().size() * 4);
+      std::vector<float> gs = t->group_scales();
+      const size_t bytes = gs.size() * 4;
+      sink.add(name + ".group_scales", DType::F32, {N, t->packed().groups()}, sink.keep(std::move(gs)), bytes);
     } else {
       json rows = json::array();
       for (const auto& s : t->segments()) rows.push_back(s.rows);

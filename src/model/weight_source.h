@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/model_config.h"
 #include "model/loader.h"
 #include "model/transformer.h"
+#include "quant/ternary_ptq.h"
 
 namespace tritium {
 
@@ -40,6 +42,14 @@ class WeightSource {
   }
   /// The BitNet projection `prefix` (e.g. "model.layers.0.mlp.up_proj") [out, in] as ternary values and scale.
   virtual TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const = 0;
+  /// A 16/32-bit model's matrix [rows, cols] as ternary values and scales straight from a storage that holds them
+  /// so (GGUF Q2_0): exactly what detect_ternary (quant/ternary_detect.h, groups of 128) finds in mat()'s values,
+  /// without the float32 copy. nullopt where the source has no such storage or the values are not of that form
+  /// (the caller then reads mat()).
+  virtual std::optional<TernaryQuant> stored_ternary(const std::string& name, int64_t rows, int64_t cols) const {
+    (void)name, (void)rows, (void)cols;
+    return std::nullopt;
+  }
 };
 
 /// BitNet b1.58's absmean rule for full-precision weights: scale = max(mean |W|, 1e-5), w = clamp(round(W / scale),

@@ -38,7 +38,7 @@ std::unique_ptr<Linear> slice_linear_rows(const Linear& lin, const std::vector<R
     for (const Range& r : ranges) ws.insert(ws.end(), w.begin() + r.begin * K, w.begin() + r.end * K);
     auto packed = pack_ternary(p.format(), ws.data(), n, K);
     std::unique_ptr<TernaryLinear> out;
-    if (!t->group_scales().empty()) {
+    if (t->has_group_scales()) {
       out = std::make_unique<TernaryLinear>(std::move(packed), take_rows(t->group_scales(), p.groups(), ranges));
     } else {
       // Segment of each range; adjacent pieces of one segment merge.

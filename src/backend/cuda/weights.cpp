@@ -161,7 +161,7 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
   d.n = static_cast<int>(lin.out_features());
   d.k = static_cast<int>(lin.in_features());
   if (const auto* t = dynamic_cast<const TernaryLinear*>(&lin)) {
-    TRITIUM_CHECK(t->group_scales().empty() && t->bias().empty(),
+    TRITIUM_CHECK(!t->has_group_scales() && t->bias().empty(),
                   "CUDA backend: ternary layers with per-group scales or a bias (ternary PTQ of a float model) run "
                   "on the CPU only; use --device cpu");
     d.kind = DevLinear::kTernary;

@@ -248,11 +248,66 @@ void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, in
   }
 }
 
+// The group-scaled GEMM's per-group step (TernaryIsa::group_accumulate), in two halves of 8 rows. The empty asm
+// keeps the product a separate rounding step (no fused multiply-add: the scalar oracle's arithmetic).
+inline __m256 scaled(__m256i a, __m256 scale) {
+  __m256 p = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(a));
+  asm("" : "+x"(p));
+  return p;
+}
+
+void group_accumulate(const int32_t* out, int mb, const int32_t* sumx, int64_t G, const float* gs, float* s) {
+  const __m256 scale[2] = {_mm256_loadu_ps(gs), _mm256_loadu_ps(gs + 8)};
+  for (int i = 0; i < mb; ++i) {
+    const __m256i sx = _mm256_set1_epi32(sumx[i * G]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + 16 * i + 8 * h)), sx);
+      _mm256_storeu_ps(s + 16 * i + 8 * h, _mm256_add_ps(_mm256_loadu_ps(s + 16 * i + 8 * h), scaled(a, scale[h])));
+    }
+  }
+}
+
+// gemv_i2 with the group's sums scaled and added as each group of 8 blocks ends (TernaryIsa::gemv_i2_grouped).
+void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const int32_t* sumx, const float* gs,
+                     float* s) {
+  const int64_t blocks = w.kp / 16, G = blocks / 8;
+  const uint8_t* p = w.codes + t * blocks * 64;
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 flo = _mm256_setzero_ps(), fhi = flo;
+  for (int64_t g = 0; g < G; ++g) {
+    __m256i alo = _mm256_setzero_si256(), ahi = alo;
+    for (int64_t b = g * 8; b < g * 8 + 8; ++b) {
+      const __m256i vl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64));
+      const __m256i vh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64 + 32));
+      const int8_t* xb = xp + b * 16;
+      __m256i sl = _mm256_setzero_si256(), sh = sl;
+      for (int q = 0; q < 4; ++q) {
+        const __m256i x = bcast4(xb + 4 * q);
+        const __m128i cnt = _mm_cvtsi32_si128(2 * q);
+        sl = _mm256_add_epi16(sl, mul(_mm256_and_si256(_mm256_srl_epi16(vl, cnt), m3), x));
+        sh = _mm256_add_epi16(sh, mul(_mm256_and_si256(_mm256_srl_epi16(vh, cnt), m3), x));
+      }
+      alo = _mm256_add_epi32(alo, widen(sl));
+      ahi = _mm256_add_epi32(ahi, widen(sh));
+    }
+    const __m256i sx = _mm256_set1_epi32(sumx[g]);
+    flo = _mm256_add_ps(flo, scaled(_mm256_sub_epi32(alo, sx), _mm256_loadu_ps(gs + g * 16)));
+    fhi = _mm256_add_ps(fhi, scaled(_mm256_sub_epi32(ahi, sx), _mm256_loadu_ps(gs + g * 16 + 8)));
+  }
+  _mm256_storeu_ps(s, flo);
+  _mm256_storeu_ps(s + 8, fhi);
+}
+
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx2() {
-  static const TernaryIsa isa{&gemv_i2,   &gemv_tq1,   &gemv_bitcos, &decode_i2,
-                               &decode_tq1, &decode_bitcos, &mm_codes, 4};
+  static const TernaryIsa isa = [] {
+    TernaryIsa t{&gemv_i2,   &gemv_tq1,   &gemv_bitcos, &decode_i2,
+                 &decode_tq1, &decode_bitcos, &mm_codes, 4};
+    t.group_accumulate = &group_accumulate;
+    t.gemv_i2_grouped = &gemv_i2_grouped;
+    return t;
+  }();
   return isa;
 }
 

@@ -361,11 +361,58 @@ void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, in
   }
 }
 
+// The group-scaled GEMM's per-group step (TernaryIsa::group_accumulate). The empty asm keeps the product a separate
+// rounding step (the compiler would otherwise be free to fuse the multiplication and the addition, which rounds
+// once and differs from the scalar oracle).
+inline __m512 scaled(__m512i a, __m512 scale) {
+  __m512 p = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(a));
+  asm("" : "+v"(p));
+  return p;
+}
+
+void group_accumulate(const int32_t* out, int mb, const int32_t* sumx, int64_t G, const float* gs, float* s) {
+  const __m512 scale = _mm512_loadu_ps(gs);
+  for (int i = 0; i < mb; ++i) {
+    const __m512i a = _mm512_sub_epi32(_mm512_loadu_si512(out + 16 * i), _mm512_set1_epi32(sumx[i * G]));
+    _mm512_storeu_ps(s + 16 * i, _mm512_add_ps(_mm512_loadu_ps(s + 16 * i), scaled(a, scale)));
+  }
+}
+
+// gemv_i2 with the group's sums scaled and added as each group of 8 blocks ends (TernaryIsa::gemv_i2_grouped).
+void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const int32_t* sumx, const float* gs,
+                     float* s) {
+  const int64_t blocks = w.kp / 16, G = blocks / 8;
+  const uint8_t* p = w.codes + t * blocks * 64;
+  const __m512i m3 = _mm512_set1_epi8(3);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t b = g * 8; b < g * 8 + 8; ++b) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + b * 64 + kPrefetchBytes), _MM_HINT_T0);
+      const __m512i v = _mm512_loadu_si512(p + b * 64);
+      const int8_t* xb = xp + b * 16;
+      a0 = dp(a0, _mm512_and_si512(v, m3), xb);
+      a1 = dp(a1, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), xb + 4);
+      a2 = dp(a2, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), xb + 8);
+      a3 = dp(a3, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), xb + 12);
+    }
+    const __m512i a = _mm512_sub_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                       _mm512_set1_epi32(sumx[g]));
+    acc = _mm512_add_ps(acc, scaled(a, _mm512_loadu_ps(gs + g * 16)));
+  }
+  _mm512_storeu_ps(s, acc);
+}
+
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx512() {
-  static const TernaryIsa isa{&gemv_i2,   &gemv_tq1, &gemv_bitcos, &decode_i2, &decode_tq1,
-                               &decode_bitcos, &mm_codes, 16, &mm_packed_rows, &rows_i2, 15};
+  static const TernaryIsa isa = [] {
+    TernaryIsa t{&gemv_i2,   &gemv_tq1, &gemv_bitcos, &decode_i2, &decode_tq1,
+                 &decode_bitcos, &mm_codes, 16, &mm_packed_rows, &rows_i2, 15};
+    t.group_accumulate = &group_accumulate;
+    t.gemv_i2_grouped = &gemv_i2_grouped;
+    return t;
+  }();
   return isa;
 }
 

@@ -171,8 +171,16 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
   auto accumulate = [&](int64_t t, int64_t g, int64_t m, const int32_t* out, float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) {
       const int32_t a = out[r] - px.sumx[m * G + g];
-      s[r] += group_scales[(t * 16 + r) * G + g] * static_cast<float>(a);
+      s[r] += group_scales[(t * G + g) * 16 + r] * static_cast<float>(a);
     }
+  };
+  // The ISA's vector step when it has one (the same arithmetic lane by lane).
+  auto accumulate_rows = [&](int64_t t, int64_t g, int64_t m0, int mb, const int32_t* out, float* s) {
+    if (!isa.group_accumulate) {
+      for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out + 16 * i, s + 16 * i);
+      return;
+    }
+    isa.group_accumulate(out, mb, px.sumx + m0 * G + g, G, group_scales + (t * G + g) * 16, s);
   };
   auto finish = [&](int64_t t, int64_t m, const float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) y[m * N + t * 16 + r] = act_scale[m] * s[r];
@@ -181,11 +189,16 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
       alignas(64) int32_t out[16];
       for (int64_t t = t0; t < t1; ++t) {
-        uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
         float s[16] = {};
+        if (w.fmt == TernaryFormat::kI2 && isa.gemv_i2_grouped) {
+          isa.gemv_i2_grouped(w, t, px.xp, px.sumx, group_scales + t * G * 16, s);
+          finish(t, 0, s);
+          continue;
+        }
+        uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
         for (int64_t g = 0; g < G; ++g) {
           isa.gemv_tile(w, t, g, g + 1, px.xp, &pos, out);
-          accumulate(t, g, 0, out, s);
+          accumulate_rows(t, g, 0, 1, out, s);
         }
         finish(t, 0, s);
       }
@@ -207,12 +220,27 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
         for (int64_t g = 0; g < G; ++g) {
           if (xk) isa.mm_packed(codes, g * 32, (g + 1) * 32, xk + m0 * kp, mb, out);
           else isa.mm_codes(codes, g * 32, (g + 1) * 32, px.xp + m0 * kp, kp, mb, out);
-          for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out + 16 * i, s + 16 * i);
+          accumulate_rows(t, g, m0, mb, out, s);
         }
         for (int i = 0; i < mb; ++i) finish(t, m0 + i, s + 16 * i);
       }
     }
   });
+}
+
+std::vector<float> tile_group_scales(const float* row_major, int64_t n, int64_t groups) {
+  const int64_t tiles = (n + 15) / 16;
+  std::vector<float> out(static_cast<size_t>(tiles * groups * 16), 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < groups; ++g) out[static_cast<size_t>(((r / 16) * groups + g) * 16 + r % 16)] = row_major[r * groups + g];
+  return out;
+}
+
+std::vector<float> row_group_scales(const float* tile_major, int64_t n, int64_t groups) {
+  std::vector<float> out(static_cast<size_t>(n * groups));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < groups; ++g) out[static_cast<size_t>(r * groups + g)] = tile_major[((r / 16) * groups + g) * 16 + r % 16];
+  return out;
 }
 
 }  // namespace tritium::cpu

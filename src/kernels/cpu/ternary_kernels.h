@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "formats/ternary_format.h"
 #include "formats/ternary_view.h"
@@ -25,18 +26,27 @@ namespace tritium::cpu {
 /// (tritium::parallel_for); M = 1 uses the streaming GEMV kernel, M >= 2 the blocked GEMM kernel. The path
 /// (ref / avx2 / avx512) follows kernels/cpu/dispatch.h; the int8 format runs a plain loop.
 void ternary_gemm_i32(const PackedTernary& w, const int8_t* x, int64_t M, int32_t* acc);
-/// GEMM with per-group weight scales (post-training-quantized models), any packed format:
-///   y[m, n] = act_scale[m] * sum_g group_scales[n * G + g] * (sum_{k in group g} x[m, k] * W[n, k])
+/// GEMM with per-group weight scales (Ternary Bonsai, post-training-quantized models), any packed format:
+///   y[m, n] = act_scale[m] * sum_g scale(n, g) * (sum_{k in group g} x[m, k] * W[n, k])
 /// with G = ceil(K / 128) groups of 128 along K (the last may be shorter). The inner sums are exact
-/// int32; the float sum over g runs in increasing g from 0.0f, so results are identical on every path.
+/// int32; the float sum over g runs in increasing g from 0.0f (a multiplication then an addition per group, never
+/// fused), so results are identical on every path.
 /// x: int8 [M, K]; act_scale: float [M] (dequantization multiplier of row m, x ~ x_q * act_scale);
-/// group_scales: float [N, G] (multipliers, W ~ scale * ternary); y: float [M, N].
+/// group_scales: the multipliers (W ~ scale * ternary) tile-major, as tile_group_scales lays them out:
+/// scale(n, g) = group_scales[((n / 16) * G + g) * 16 + n % 16], so the 16 rows of a tile read one contiguous
+/// vector per group; y: float [M, N].
 void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_scale, int64_t M,
                       const float* group_scales, float* y);
 /// The same over a tiled format's view, on the active path.
 void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t* acc);
 void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
                       const float* group_scales, float* y);
+
+/// Row-major scales [N, G] (scale(n, g) at n * G + g) in the tile-major layout of ternary_gemm_f32:
+/// [ceil(N / 16)][G][16], rows past N zero.
+std::vector<float> tile_group_scales(const float* row_major, int64_t n, int64_t groups);
+/// The inverse: the tile-major scales of an [n, groups] matrix back in row-major order.
+std::vector<float> row_group_scales(const float* tile_major, int64_t n, int64_t groups);
 
 namespace detail {
 /// Scalar oracle paths.
@@ -72,6 +82,17 @@ struct TernaryIsa {
   int max_rows_i2 = 0;
   /// mm_codes may read x rows up to mb rounded up to this (the caller pads x with zero rows).
   int pad_rows = 1;
+  /// One group's step of the group-scaled GEMM for rows i < mb of a tile's result out [mb][16] (int32 sums of
+  /// codes over the group's k): s[i * 16 + r] += gs[r] * float(out[i * 16 + r] - sumx[i * G]) for r < 16
+  /// (gs: the tile's 16 scales of the group), a multiplication then an addition (never fused), so every lane
+  /// computes what the scalar oracle does.
+  void (*group_accumulate)(const int32_t* out, int mb, const int32_t* sumx, int64_t G, const float* gs,
+                           float* s) = nullptr;
+  /// The group-scaled GEMV of i2 tile t (one row of x): s[r] = sum over groups g of gs[g * 16 + r] *
+  /// float(sum_k c[r, k] * xp[k] - sumx[g]), in group_accumulate's arithmetic (gs: the tile's G x 16 scales).
+  /// Null where the ISA has none (the caller then runs gemv_tile and group_accumulate per group).
+  void (*gemv_i2_grouped)(const TernaryView& w, int64_t t, const int8_t* xp, const int32_t* sumx, const float* gs,
+                          float* s) = nullptr;
 
   void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* sign_pos,
                  int32_t* out) const {

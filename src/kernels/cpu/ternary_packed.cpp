@@ -42,7 +42,7 @@ void int8_gemm_f32(const PackedTernary& p, const int8_t* x, const float* act_sca
         for (int64_t g = 0; g < G; ++g) {
           int32_t acc = 0;
           for (int64_t k = g * kTernaryGroupK; k < std::min(K, (g + 1) * kTernaryGroupK); ++k) acc += xr[k] * wr[k];
-          s += group_scales[n * G + g] * static_cast<float>(acc);
+          s += group_scales[((n / 16) * G + g) * 16 + n % 16] * static_cast<float>(acc);
         }
         y[m * N + n] = act_scale[m] * s;
       }

@@ -54,7 +54,7 @@ void ternary_gemm_f32_ref(const TernaryView& w, const int8_t* x, const float* ac
           for (int64_t k = g * kTernaryGroupK; k < std::min(K, (g + 1) * kTernaryGroupK); ++k) {
             a += static_cast<int32_t>(xr[k]) * wr[k];
           }
-          s += group_scales[n * G + g] * static_cast<float>(a);
+          s += group_scales[(t * G + g) * 16 + r] * static_cast<float>(a);
         }
         y[m * N + n] = act_scale[m] * s;
       }

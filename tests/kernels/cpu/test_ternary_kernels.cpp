@@ -120,6 +120,8 @@ TEST(TernaryKernels, GemmF32GroupScalesIdenticalOnEveryPath) {
     std::vector<float> gs(static_cast<size_t>(c.n * G)), as(Mmax);
     for (auto& v : gs) v = u(rng);
     for (auto& v : as) v = u(rng);
+    const std::vector<float> tiled = cpu::tile_group_scales(gs.data(), c.n, G);  // the GEMM's layout
+    EXPECT_EQ(cpu::row_group_scales(tiled.data(), c.n, G), gs);
     for (TernaryFormat f : kFormats) {
       auto p = pack_ternary(f, w.data(), c.n, c.k);
       EXPECT_EQ(p->groups(), G);
@@ -127,7 +129,7 @@ TEST(TernaryKernels, GemmF32GroupScalesIdenticalOnEveryPath) {
         // Double-precision expectation (loose), and the ref path's floats (exact).
         std::vector<float> ref(static_cast<size_t>(M * c.n));
         cpu::set_cpu_kernel_path(KernelPath::kRef);
-        cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, gs.data(), ref.data());
+        cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, tiled.data(), ref.data());
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < c.n; ++n) {
             double s = 0;
@@ -140,7 +142,7 @@ TEST(TernaryKernels, GemmF32GroupScalesIdenticalOnEveryPath) {
           for (int threads : {1, 2}) {
             set_num_threads(threads);
             std::vector<float> got(ref.size(), -1.0f);
-            cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, gs.data(), got.data());
+            cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, tiled.data(), got.data());
             ASSERT_EQ(0, std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)))
                 << ternary_format_name(f) << " path " << cpu::kernel_path_name(path) << " M=" << M;
           }
@@ -150,7 +152,7 @@ TEST(TernaryKernels, GemmF32GroupScalesIdenticalOnEveryPath) {
           const int64_t m = M - 1;
           std::vector<float> one(static_cast<size_t>(c.n));
           cpu::reset_cpu_kernel_path();
-          cpu::ternary_gemm_f32(*p, x.data() + m * c.k, as.data() + m, 1, gs.data(), one.data());
+          cpu::ternary_gemm_f32(*p, x.data() + m * c.k, as.data() + m, 1, tiled.data(), one.data());
           ASSERT_EQ(0, std::memcmp(one.data(), ref.data() + m * c.n, one.size() * sizeof(float)));
         }
       }
