@@ -175,6 +175,19 @@ TEST(Backends, TinyQwen3EveryBackendMatchesTheCpuReference) {
   check_model(*load_transformer(dir + "qwen3-t", gpu), "qwen3-t", 1e-4, 2e-2);
 }
 
+TEST(Backends, TernaryFamiliesEveryBackendMatchesTheCpuReference) {
+  const std::string dir = test::data_dir() + "/models/";
+  if (!std::filesystem::exists(dir + "falcon-a/config.json") || !std::filesystem::exists(dir + "trilm-a/config.json"))
+    GTEST_SKIP() << "tests/data/models/falcon-a or trilm-a not present (tools/make_fixture_models.py writes them)";
+  const test::OneThread one;
+  // falcon-a: Falcon3-1.58bit's bitnet quantization_config on Llama (ternary projections, per-token int8
+  // activations); trilm-a: TriLM-style 16-bit {-s, 0, +s} weights, detected and packed at load. Both run the
+  // ternary kernels on every backend (one scale per projection); tolerances as tiny-bitnet's (int8 codes of
+  // activations that differ in the last bit move logits by up to a few percent of the largest).
+  check_model(*load_transformer(dir + "falcon-a"), "falcon-a", 3e-2, 3e-2);
+  check_model(*load_transformer(dir + "trilm-a"), "trilm-a", 3e-2, 3e-2);
+}
+
 // The device memory a backend reports (serve's default tokens per step depends on it): 0 for the CPU, the GPU's
 // total for the CUDA backend (every GPU this code supports has more than 1 GiB).
 TEST(Backends, DeviceMemoryTotal) {
