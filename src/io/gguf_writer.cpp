@@ -52,7 +52,7 @@ void GgufFileWriter::add_f32(const std::string& key, float v) {
   add_raw(key, GgufType::kFloat32, b);
 }
 
-void GgufFileWriter::add_bool(const std::string& key, bool v) { add_raw(key, GgufType::kBool, {uint8_t{v ? 1u : 0u}}); }
+void GgufFileWriter::add_bool(const std::string& key, bool v) { add_raw(key, GgufType::kBool, {static_cast<uint8_t>(v ? 1 : 0)}); }
 
 void GgufFileWriter::add_string(const std::string& key, const std::string& v) {
   std::vector<uint8_t> b;
