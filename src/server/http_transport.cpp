@@ -536,6 +536,11 @@ void HttpTransport::stop() {
 
 int HttpTransport::connections() const { return impl_->sh->connections.load(); }
 
+int HttpTransport::idle_connections() const {
+  std::lock_guard lk(impl_->sh->mu);
+  return static_cast<int>(impl_->sh->idle.size());
+}
+
 ParsedHttpRequest parse_http_request(std::string_view bytes, const TransportConfig& limits) {
   ParsedHttpRequest out;
   Parser p;

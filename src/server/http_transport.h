@@ -64,6 +64,8 @@ class HttpTransport {
   int port() const { return port_; }
   /// Connections open now.
   int connections() const;
+  /// Open connections waiting for a request's first byte (the ones admission may replace at the cap).
+  int idle_connections() const;
 
  private:
   struct Impl;

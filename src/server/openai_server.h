@@ -62,6 +62,8 @@ class OpenAIServer {
   bool draining() const { return draining_; }
   /// Open HTTP connections.
   int connections() const { return transport_->connections(); }
+  /// Open HTTP connections waiting for a request.
+  int idle_connections() const { return transport_->idle_connections(); }
 
  private:
   friend class CompletionCall;
