@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -50,6 +51,33 @@ inline std::vector<float> prompt_logits(Backend& be, const std::vector<int32_t>&
   std::vector<float> logits;
   be.forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
   return logits;
+}
+
+/// Index of the largest of v[0, n) (the first on ties).
+inline int argmax_of(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+
+/// Greedy continuation through one KV cache: the prompt's prefill, then one decode step per token.
+inline std::vector<int32_t> greedy_ids(Backend& be, const std::vector<int32_t>& ids, int n) {
+  const auto& c = be.model().config();
+  const int64_t total = static_cast<int64_t>(ids.size()) + n;
+  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (total + 15) / 16};
+  KvCache cache(spec);
+  BlockAllocator alloc(spec.num_blocks);
+  BlockTable bt;
+  EXPECT_TRUE(bt.reserve(alloc, total, spec.block_size));
+  const int V = be.model().vocab_size();
+  std::vector<float> logits;
+  BatchChunk first{ids, 0, bt.blocks, false};
+  be.forward(std::span<const BatchChunk>(&first, 1), cache, logits);
+  std::vector<int32_t> out{argmax_of(logits.data() + logits.size() - V, V)};
+  while (static_cast<int>(out.size()) < n) {
+    const int32_t tok = out.back();
+    BatchChunk step{std::span<const int32_t>(&tok, 1), static_cast<int64_t>(ids.size() + out.size() - 1), bt.blocks,
+                    false};
+    be.forward(std::span<const BatchChunk>(&step, 1), cache, logits);
+    out.push_back(argmax_of(logits.data() + logits.size() - V, V));
+  }
+  return out;
 }
 
 /// The CPU backend of `m`, which it keeps alive.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace tritium {
 
@@ -18,15 +19,9 @@ BlockManager::BlockManager(int64_t num_blocks, int block_size, bool enable_prefi
 }
 
 uint64_t BlockManager::hash_block(uint64_t parent, std::span<const int32_t> tokens) {
-  // splitmix64-style mixing of the parent hash and every token (64-bit; collisions are checked on lookup).
-  auto mix = [](uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  };
-  uint64_t h = mix(parent ^ 0x5851f42d4c957f2dULL);
-  for (int32_t t : tokens) h = mix(h ^ static_cast<uint32_t>(t));
+  // SplitMix64 mixing of the parent hash and every token (64-bit; collisions are checked on lookup).
+  uint64_t h = splitmix64(parent ^ 0x5851f42d4c957f2dULL);
+  for (int32_t t : tokens) h = splitmix64(h ^ static_cast<uint32_t>(t));
   return h == 0 ? 1 : h;
 }
 

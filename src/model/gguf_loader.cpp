@@ -332,8 +332,6 @@ class GgufSource final : public WeightSource {
     q.scales.assign(static_cast<size_t>(rows * G), 0.0f);
     std::vector<float> d(static_cast<size_t>(n / block));
     decode_q2_0(t.data, n, block, q.q.data(), d.data());
-    float tensor_mag = 0.0f;
-    bool uniform = true;
     const int64_t per_row = cols / block;  // blocks of a row (cols is a multiple of block)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t g = 0; g < G; ++g) {
@@ -360,17 +358,8 @@ class GgufSource final : public WeightSource {
             for (int64_t j = 0; j < block; ++j) code[j] = static_cast<int8_t>(-code[j]);
         }
         q.scales[static_cast<size_t>(r * G + g)] = mag;
-        if (mag != 0.0f) {
-          if (tensor_mag == 0.0f) tensor_mag = mag;
-          else if (mag != tensor_mag) uniform = false;
-        }
       }
-    if (tensor_mag == 0.0f) return std::nullopt;
-    if (uniform) {
-      q.group_size = 0;
-      q.scales.assign(1, tensor_mag);
-    }
-    return q;
+    return settle_group_scales(std::move(q));
   }
 
   // A Q2_0 projection is held packed ternary with its scales when its values are ternary times one scale per row and

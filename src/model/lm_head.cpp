@@ -40,6 +40,15 @@ std::unique_ptr<Linear> bf16_head_from_f32(const float* w, int64_t vocab, int64_
   return std::make_unique<Bf16Linear>(p, vocab, hidden, std::move(owned));
 }
 
+// Rows [r0, r0 + rows) of the table as float32: a pointer into a float32 table, else widened into `buf`.
+const float* table_rows_f32(const Embedding& t, int64_t r0, int64_t rows, std::vector<float>& buf) {
+  const int64_t H = t.cols();
+  if (t.is_f32()) return t.f32_table()->data() + r0 * H;
+  buf.resize(static_cast<size_t>(rows * H));
+  for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, buf.data() + r * H);
+  return buf.data();
+}
+
 }  // namespace
 
 std::unique_ptr<Linear> make_head_linear(std::vector<float> w, int64_t vocab, int64_t hidden, const std::string& kind) {
@@ -64,16 +73,14 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   const int64_t V = t.rows(), H = t.cols();
   if (kind.empty() || kind == "f32") {
     if (t.is_f32()) return std::make_unique<FloatLinear>(t.f32_table(), std::vector<float>{}, V, H);
-    std::vector<float> w(static_cast<size_t>(V * H));
-    for (int64_t r = 0; r < V; ++r) t.row(r, w.data() + r * H);
+    std::vector<float> w;
+    table_rows_f32(t, 0, V, w);
     return std::make_unique<FloatLinear>(std::move(w), std::vector<float>{}, V, H);
   }
   if (kind == "bf16") {
     if (t.is_bf16()) return std::make_unique<Bf16Linear>(t.bf16_data(), V, H, t.owner());
-    if (t.is_f32()) return bf16_head_from_f32(t.f32_table()->data(), V, H);
-    std::vector<float> w(static_cast<size_t>(V * H));
-    for (int64_t r = 0; r < V; ++r) t.row(r, w.data() + r * H);
-    return bf16_head_from_f32(w.data(), V, H);
+    std::vector<float> w;
+    return bf16_head_from_f32(table_rows_f32(t, 0, V, w), V, H);
   }
   if (kind != "int8" && kind != "q6" && kind != "q4")
     fail("unknown lm_head storage '{}' (expected f32, bf16, int8, q6 or q4)", kind);
@@ -104,14 +111,7 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   }
   for (int64_t r0 = 0; r0 < V; r0 += kBlock) {
     const int64_t rows = std::min(kBlock, V - r0);
-    const float* src;
-    if (!t.is_f32()) {
-      block.resize(static_cast<size_t>(rows * H));
-      for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, block.data() + r * H);
-      src = block.data();
-    } else {
-      src = t.f32_table()->data() + r0 * H;
-    }
+    const float* src = table_rows_f32(t, r0, rows, block);
     if (kind == "int8") {
       Int8Weight part = quantize_int8_weight(Int8Method::kVectorwise, src, rows, H);
       i8.q.insert(i8.q.end(), part.q.begin(), part.q.end());
@@ -139,14 +139,7 @@ std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryForma
   std::vector<float> block;
   // Rows [r0, r0 + rows) detected; their codes into `codes` (int8 [rows, H]) and their scales into `scales`.
   auto detect_rows = [&](int64_t r0, int64_t rows, int8_t* codes) {
-    const float* src;
-    if (!t.is_f32()) {
-      block.resize(static_cast<size_t>(rows * H));
-      for (int64_t r = 0; r < rows; ++r) t.row(r0 + r, block.data() + r * H);
-      src = block.data();
-    } else {
-      src = t.f32_table()->data() + r0 * H;
-    }
+    const float* src = table_rows_f32(t, r0, rows, block);
     const auto q = detect_ternary(src, rows, H, kTernaryGroupK);
     if (!q) return false;
     std::copy(q->q.begin(), q->q.end(), codes);

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -19,20 +20,8 @@ namespace tritium {
 
 namespace {
 
-// SplitMix64: a small, fast, well-distributed generator (deterministic per seed).
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-};
-
 // Packed BitNet weight [out/4, in]: byte [r, c] holds rows r + j*out/4 (j = 0..3) in bits 2j..2j+1, code = w + 1.
-std::vector<uint8_t> random_packed(Rng& rng, int64_t out, int64_t in, double z) {
+std::vector<uint8_t> random_packed(SplitMix64& rng, int64_t out, int64_t in, double z) {
   std::vector<uint8_t> p(static_cast<size_t>(out / 4 * in));
   const uint64_t zero_thr = static_cast<uint64_t>(z * 4294967296.0);
   for (auto& b : p) {
@@ -126,7 +115,7 @@ void write_synthetic_bitnet(const std::string& out_dir, const SynthOptions& o) {
   nlohmann::ordered_json gen = {{"bos_token_id", *c.bos_token_id}, {"eos_token_id", c.eos_token_ids}, {"do_sample", false}};
   std::ofstream(fs::path(out_dir) / "generation_config.json") << gen.dump(2) << "\n";
 
-  Rng rng{o.seed};
+  SplitMix64 rng{o.seed};
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
   std::vector<std::vector<uint8_t>> store;  // keeps every buffer alive until written
   std::vector<TensorToWrite> tensors;

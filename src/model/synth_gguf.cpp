@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "formats/gguf_quants.h"
 #include "io/gguf_writer.h"
 #include "model/synth.h"
@@ -29,18 +30,6 @@ constexpr Qwen3Shape kQwen3Shapes[] = {
     {"qwen3-micro", 0, 128, 256, 2, 4, 2, 32, false},  // vocab: the tokenizer's
 };
 
-// SplitMix64 (deterministic per seed).
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-};
-
 // One ternary matrix [rows, cols]: values in {-1, 0, 1} (P(0) = z) and an fp16 scale per row and group of 128,
 // `base` times a factor in [0.75, 1.25). Generated a block of rows at a time from a seed of its own, so the Q2_0 and
 // the F16 file hold the same numbers and neither needs the whole matrix in memory.
@@ -56,7 +45,7 @@ struct TernaryMatrix {
     d.resize(static_cast<size_t>(n * G));
     const uint64_t zero_thr = static_cast<uint64_t>(z * 65536.0);
     for (int64_t r = 0; r < n; ++r) {
-      Rng rng{seed * 0x100000001b3ull + static_cast<uint64_t>(r0 + r)};
+      SplitMix64 rng{seed * 0x100000001b3ull + static_cast<uint64_t>(r0 + r)};
       for (int64_t g = 0; g < G; ++g)
         d[static_cast<size_t>(r * G + g)] = f32_to_f16(static_cast<float>(base * (0.75 + 0.5 * rng.uniform())));
       for (int64_t c = 0; c < cols; c += 4) {

@@ -1,6 +1,7 @@
 #include "quant/ternary_detect.h"
 
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -15,8 +16,6 @@ std::optional<TernaryQuant> detect_ternary(const float* w, int64_t n, int64_t k,
   t.group_size = group;
   t.scales.assign(static_cast<size_t>(n * G), 0.0f);
   t.q.resize(static_cast<size_t>(n * k));
-  float tensor_mag = 0.0f;
-  bool uniform = true;
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t g = 0; g < G; ++g) {
       float mag = 0.0f;
@@ -34,18 +33,25 @@ std::optional<TernaryQuant> detect_ternary(const float* w, int64_t n, int64_t k,
         t.q[static_cast<size_t>(r * k + c)] = q;
       }
       t.scales[static_cast<size_t>(r * G + g)] = mag;
-      if (mag != 0.0f) {
-        if (tensor_mag == 0.0f) tensor_mag = mag;
-        else if (mag != tensor_mag) uniform = false;
-      }
     }
+  }
+  return settle_group_scales(std::move(t));
+}
+
+std::optional<TernaryQuant> settle_group_scales(TernaryQuant q) {
+  float tensor_mag = 0.0f;
+  bool uniform = true;
+  for (const float mag : q.scales) {
+    if (mag == 0.0f) continue;
+    if (tensor_mag == 0.0f) tensor_mag = mag;
+    else if (mag != tensor_mag) uniform = false;
   }
   if (tensor_mag == 0.0f) return std::nullopt;
   if (uniform) {
-    t.group_size = 0;
-    t.scales.assign(1, tensor_mag);
+    q.group_size = 0;
+    q.scales.assign(1, tensor_mag);
   }
-  return t;
+  return q;
 }
 
 }  // namespace tritium

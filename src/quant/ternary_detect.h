@@ -20,4 +20,9 @@ namespace tritium {
 /// when a value is not finite. Throws tritium::Error on n, k or group <= 0.
 std::optional<TernaryQuant> detect_ternary(const float* w, int64_t n, int64_t k, int64_t group = 128);
 
+/// The last step of a detection, given codes and per-group scales (group_size > 0; a group of zeros has scale 0):
+/// nullopt when every scale is 0 (an all-zero tensor); one scale per tensor (group_size 0, scales [1]) when every
+/// non-zero scale is the same value; else q as it is.
+std::optional<TernaryQuant> settle_group_scales(TernaryQuant q);
+
 }  // namespace tritium

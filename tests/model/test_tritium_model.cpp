@@ -46,27 +46,9 @@ std::vector<float> all_logits(const Transformer& m, const std::vector<int32_t>& 
 }
 
 // Greedy continuation (prefill, then one token per step).
-std::vector<int32_t> greedy(const Transformer& m, std::vector<int32_t> ids, int n) {
-  const auto& c = m.config();
-  const int64_t total = static_cast<int64_t>(ids.size()) + n;
-  KvCacheSpec spec{c.num_layers, c.num_kv_heads, c.head_dim, 16, (total + 15) / 16};
-  KvCache cache(spec);
-  BlockAllocator alloc(spec.num_blocks);
-  BlockTable bt;
-  EXPECT_TRUE(bt.reserve(alloc, total, spec.block_size));
-  std::vector<float> logits;
-  std::vector<int32_t> out;
-  int64_t pos = 0;
-  std::vector<int32_t> step = ids;
-  for (int i = 0; i < n; ++i) {
-    BatchChunk ch{step, pos, bt.blocks, false};
-    CpuBackend(m).forward(std::span<const BatchChunk>(&ch, 1), cache, logits);
-    pos += static_cast<int64_t>(step.size());
-    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    step = {next};
-  }
-  return out;
+std::vector<int32_t> greedy(const Transformer& m, const std::vector<int32_t>& ids, int n) {
+  CpuBackend be(m);
+  return test::greedy_ids(be, ids, n);
 }
 
 std::vector<int32_t> sample_tokens(const std::string& model_dir, const std::string& text) {

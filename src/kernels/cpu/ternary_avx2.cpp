@@ -27,12 +27,11 @@ inline void store_rows(__m256i lo, __m256i hi, int32_t* out) {
 }
 
 // ---- i2 --------------------------------------------------------------------------------------------
-void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
-  const int64_t blocks = w.kp / 16;
-  const uint8_t* p = w.codes + t * blocks * 64;
+// Adds blocks [b0, b1) of a 16-row tile (p: the tile's codes) times the activations to the int32 sums of rows
+// 0-7 (alo) and 8-15 (ahi).
+inline void i2_blocks(const uint8_t* p, int64_t b0, int64_t b1, const int8_t* xp, __m256i& alo, __m256i& ahi) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  __m256i alo = _mm256_setzero_si256(), ahi = alo;
-  for (int64_t b = g0 * 8; b < g1 * 8; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const __m256i vl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64));
     const __m256i vh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64 + 32));
     const int8_t* xb = xp + b * 16;
@@ -46,6 +45,12 @@ void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8
     alo = _mm256_add_epi32(alo, widen(sl));
     ahi = _mm256_add_epi32(ahi, widen(sh));
   }
+}
+
+void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
+  const int64_t blocks = w.kp / 16;
+  __m256i alo = _mm256_setzero_si256(), ahi = alo;
+  i2_blocks(w.codes + t * blocks * 64, g0 * 8, g1 * 8, xp, alo, ahi);
   store_rows(alo, ahi, out);
 }
 
@@ -272,24 +277,10 @@ void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const in
                      float* s) {
   const int64_t blocks = w.kp / 16, G = blocks / 8;
   const uint8_t* p = w.codes + t * blocks * 64;
-  const __m256i m3 = _mm256_set1_epi8(3);
   __m256 flo = _mm256_setzero_ps(), fhi = flo;
   for (int64_t g = 0; g < G; ++g) {
     __m256i alo = _mm256_setzero_si256(), ahi = alo;
-    for (int64_t b = g * 8; b < g * 8 + 8; ++b) {
-      const __m256i vl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64));
-      const __m256i vh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + b * 64 + 32));
-      const int8_t* xb = xp + b * 16;
-      __m256i sl = _mm256_setzero_si256(), sh = sl;
-      for (int q = 0; q < 4; ++q) {
-        const __m256i x = bcast4(xb + 4 * q);
-        const __m128i cnt = _mm_cvtsi32_si128(2 * q);
-        sl = _mm256_add_epi16(sl, mul(_mm256_and_si256(_mm256_srl_epi16(vl, cnt), m3), x));
-        sh = _mm256_add_epi16(sh, mul(_mm256_and_si256(_mm256_srl_epi16(vh, cnt), m3), x));
-      }
-      alo = _mm256_add_epi32(alo, widen(sl));
-      ahi = _mm256_add_epi32(ahi, widen(sh));
-    }
+    i2_blocks(p, g * 8, g * 8 + 8, xp, alo, ahi);
     const __m256i sx = _mm256_set1_epi32(sumx[g]);
     flo = _mm256_add_ps(flo, scaled(_mm256_sub_epi32(alo, sx), _mm256_loadu_ps(gs + g * 16)));
     fhi = _mm256_add_ps(fhi, scaled(_mm256_sub_epi32(ahi, sx), _mm256_loadu_ps(gs + g * 16 + 8)));

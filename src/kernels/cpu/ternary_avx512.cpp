@@ -27,12 +27,11 @@ inline __m512i dp(__m512i acc, __m512i codes, const int8_t* x) { return _mm512_d
 // software prefetch 2 KiB ahead; bench/RESULTS.md). Prefetches past the end of the codes do not fault.
 constexpr int64_t kPrefetchBytes = 2048;
 
-void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
-  const int64_t blocks = w.kp / 16;
-  const uint8_t* p = w.codes + t * blocks * 64;
+// Blocks [b0, b1) of a 16-row tile (p: the tile's codes) times the activations: the 16 rows' int32 sums.
+inline __m512i i2_blocks(const uint8_t* p, int64_t b0, int64_t b1, const int8_t* xp) {
   const __m512i m3 = _mm512_set1_epi8(3);
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t b = g0 * 8; b < g1 * 8; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(p + b * 64 + kPrefetchBytes), _MM_HINT_T0);
     const __m512i v = _mm512_loadu_si512(p + b * 64);
     const int8_t* xb = xp + b * 16;
@@ -41,7 +40,12 @@ void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8
     a2 = dp(a2, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), xb + 8);
     a3 = dp(a3, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), xb + 12);
   }
-  _mm512_storeu_si512(out, _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+  return _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+}
+
+void gemv_i2(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t*, int32_t* out) {
+  const int64_t blocks = w.kp / 16;
+  _mm512_storeu_si512(out, i2_blocks(w.codes + t * blocks * 64, g0 * 8, g1 * 8, xp));
 }
 
 void decode_i2(const TernaryView& w, int64_t t, uint8_t* out) {
@@ -383,21 +387,9 @@ void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const in
                      float* s) {
   const int64_t blocks = w.kp / 16, G = blocks / 8;
   const uint8_t* p = w.codes + t * blocks * 64;
-  const __m512i m3 = _mm512_set1_epi8(3);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t b = g * 8; b < g * 8 + 8; ++b) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + b * 64 + kPrefetchBytes), _MM_HINT_T0);
-      const __m512i v = _mm512_loadu_si512(p + b * 64);
-      const int8_t* xb = xp + b * 16;
-      a0 = dp(a0, _mm512_and_si512(v, m3), xb);
-      a1 = dp(a1, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), xb + 4);
-      a2 = dp(a2, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), xb + 8);
-      a3 = dp(a3, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), xb + 12);
-    }
-    const __m512i a = _mm512_sub_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
-                                       _mm512_set1_epi32(sumx[g]));
+    const __m512i a = _mm512_sub_epi32(i2_blocks(p, g * 8, g * 8 + 8, xp), _mm512_set1_epi32(sumx[g]));
     acc = _mm512_add_ps(acc, scaled(a, _mm512_loadu_ps(gs + g * 16)));
   }
   _mm512_storeu_ps(s, acc);
