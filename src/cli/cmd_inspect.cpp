@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/safetensors.h"
-#include "model/gguf_loader.h"
+#include "model/gguf_config.h"
 #include "model/inspect.h"
 #include "model/tritium_model.h"
 

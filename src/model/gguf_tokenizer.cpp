@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "io/model_config.h"
-#include "model/gguf_loader.h"
+#include "model/gguf_config.h"
 
 namespace fs = std::filesystem;
 

@@ -1,63 +1,25 @@
-// tritium model: building a Transformer from a Hugging Face model folder (config.json + safetensors).
+// tritium model: loading a model from what a user points at. A folder is a Hugging Face model (config.json +
+// safetensors: model/source_safetensors.h) or a tritium container (model/tritium_model.h); a regular file is GGUF
+// (model/source_gguf.h). Each source hands its tensors under Hugging Face names to one builder
+// (model/build_transformer.h), which asks the architecture's file (model/arch.h) for the layer's tensors and lets
+// model/projections.h decide each projection's storage.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 
+#include "model/load_options.h"
 #include "model/lm_head.h"
 #include "model/transformer.h"
-#include "formats/ternary_format.h"
 
 namespace tritium {
 
-struct LoadOptions {
-  /// Storage format for ternary projections (BitNet checkpoints are repacked at load time).
-  TernaryFormat ternary_format = TernaryFormat::kInt8;
-  /// Post-training quantization of the projections of a 16/32-bit model (Llama, Qwen2), applied at load:
-  /// "" (none), int8-absmax, int8-zeropoint, int8-rowwise, int8-vectorwise, llm-int8, int8-weight-only,
-  /// ternary-absmean, ternary-absmean-g128, ternary-threshold. Embeddings, norms and lm_head stay in float.
-  std::string quant;
-  /// LLM.int8() outlier threshold alpha.
-  float outlier_threshold = 6.0f;
-  /// ternary-threshold: |w| > t -> sign(w); t <= 0 picks TWN's 0.7 * mean|w| per tensor.
-  float ternary_threshold = 0.0f;
-  /// Output head (lm_head) storage (model/lm_head.h): "" or "f32" (float32; a tied head shares a float32
-  /// embedding table, what the GPU backend uploads), "bf16" (as stored, read in place; a tied head shares the
-  /// embedding's bf16 table; the same results as f32), "int8" (per-row absmax int8 weights, per-token int8
-  /// activations: LLM.int8() vector-wise), "q6" (src/formats/q6_rows.h), "q4" (src/formats/q4_rows.h), "auto"
-  /// (the head as stored: bf16 when stored in bf16, else f32). Unless the head is a tied
-  /// f32 one, a bf16 embedding table stays in the mapped file and a lookup widens one row.
-  std::string lm_head;
-  /// For tritium models (`tritium convert` output): repack ternary weights into ternary_format even when the
-  /// file stores another format. When false, a tritium model keeps its stored format (no repacking).
-  bool ternary_format_explicit = false;
-  /// 16/32-bit projections that are exactly ternary times a scale per tensor (TriLM) or per row and group of 128
-  /// inputs (Ternary Bonsai's unpacked checkpoints, GGUF Q2_0) are held packed in ternary_format and run on the
-  /// ternary kernels (activations quantized per token to int8, as BitNet), a 16-bit output head likewise
-  /// (quant/ternary_detect.h); with lm_head "" or "auto", an output head of that form too (group scales, so only
-  /// where ternary_group_scales). false keeps them as stored (the reference's own arithmetic).
-  bool detect_ternary = true;
-  /// Whether the backend runs ternary layers with per-group scales (the CPU does; the CUDA backend not yet): when
-  /// false, group-scaled ternary weights stay float32 (exact) instead of packed.
-  bool ternary_group_scales = true;
-  /// Called after each decoder layer is built: (layers done, total layers). For progress bars.
-  std::function<void(int, int)> progress;
-};
-
-/// The quantization methods LoadOptions::quant accepts.
-const std::vector<std::string>& quant_method_names();
-
-/// Loads a model folder, a tritium model or a GGUF file (a regular file: model/gguf_loader.h). BitNet (quant_method
+/// Loads a model folder, a tritium model or a GGUF file (a regular file: model/source_gguf.h). BitNet (quant_method
 /// bitnet): projections as packed uint8 [out/4, in] (code = w + 1, rows r, r+out/4, r+2out/4, r+3out/4 in bits 0-1,
 /// 2-3, 4-5, 6-7) with weight_scale (bf16 [1]) applied as a multiplier (autobitlinear) or divisor (bitlinear); or
 /// unpacked bf16/fp16/f32 ternary values; a float weight that is not ternary is quantized by absmean (BitNet
-/// b1.58). Llama/Qwen2: bf16/fp16/f32 projections.
+/// b1.58). Llama / Qwen2 / Qwen3: bf16/fp16/f32 projections.
 /// Throws tritium::Error naming the file and tensor for missing weights, wrong shapes or dtypes.
 std::unique_ptr<Transformer> load_transformer(const std::string& path, const LoadOptions& opts = {});
-
-/// Unpacks a BitNet packed uint8 weight [out/4, in] into int8 ternary values [out, in].
-/// Throws tritium::Error on the unused code 3.
-std::vector<int8_t> unpack_bitnet_weight(const uint8_t* packed, int64_t out_features, int64_t in_features);
 
 }  // namespace tritium

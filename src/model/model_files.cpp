@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "model/gguf_loader.h"
+#include "model/gguf_config.h"
 #include "model/gguf_tokenizer.h"
 
 namespace tritium {

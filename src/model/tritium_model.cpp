@@ -9,7 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "model/gguf_loader.h"
+#include "model/gguf_config.h"
 #include "model/gguf_tokenizer.h"
 #include "model/linear.h"
 #include "model/lm_head.h"

@@ -31,7 +31,7 @@
 
 #include "io/model_config.h"
 #include "io/safetensors.h"
-#include "model/loader.h"
+#include "model/load_options.h"
 #include "model/transformer.h"
 
 namespace tritium {

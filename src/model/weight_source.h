@@ -1,7 +1,7 @@
 // tritium model: where a checkpoint's tensors come from, asked for by their Hugging Face names, so that one
-// builder (build_transformer) makes the same Transformer — the same fused projections, the same storage formats,
-// the same --quant and --lm-head paths — from a safetensors folder (loader.cpp) and from a GGUF file
-// (gguf_loader.cpp).
+// builder (model/build_transformer.h) makes the same Transformer — the same fused projections, the same storage
+// formats, the same --quant and --lm-head paths — from a safetensors folder (model/source_safetensors.h) and from a
+// GGUF file (model/source_gguf.h).
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "io/model_config.h"
-#include "model/loader.h"
-#include "model/transformer.h"
+#include "model/embedding.h"
 #include "quant/ternary_ptq.h"
 
 namespace tritium {
@@ -55,12 +53,5 @@ class WeightSource {
 /// BitNet b1.58's absmean rule for full-precision weights: scale = max(mean |W|, 1e-5), w = clamp(round(W / scale),
 /// -1, 1) (round half to even).
 TernaryWeight ternary_absmean_b158(const std::vector<float>& f);
-
-/// Builds the Transformer of config `c` from `ws` (options already validated by load_transformer): projections
-/// fused (q|k|v, gate|up), ternary ones packed in opts.ternary_format, float ones kept in float32 or quantized by
-/// opts.quant; the head tied to the embeddings when c.tie_word_embeddings or lm_head.weight is absent, in the
-/// format resolve_lm_head_kind(opts.lm_head) names. Tables that `ws` lends from a mapped file (bf16 embedding,
-/// bf16 head) stay borrowed: the caller keeps the file alive (Transformer::set_keep_alive).
-std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource& ws, const LoadOptions& opts);
 
 }  // namespace tritium

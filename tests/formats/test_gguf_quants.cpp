@@ -11,7 +11,7 @@
 #include "formats/gguf_quants.h"
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
-#include "model/loader.h"
+#include "model/source_safetensors.h"
 
 using namespace tritium;
 

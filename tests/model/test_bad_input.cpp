@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
+#include "model/source_safetensors.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

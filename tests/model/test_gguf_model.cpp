@@ -18,7 +18,8 @@
 #include "eval/text_file.h"
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
-#include "model/gguf_loader.h"
+#include "model/gguf_config.h"
+#include "model/source_gguf.h"
 #include "model/loader.h"
 #include "model/model_files.h"
 

@@ -17,7 +17,7 @@
 #include "io/gguf_writer.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
-#include "model/gguf_loader.h"
+#include "model/source_gguf.h"
 #include "model/loader.h"
 #include "quant/ternary_detect.h"
 #include "test_util.h"

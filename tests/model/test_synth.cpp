@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
+#include "model/source_safetensors.h"
 #include "model/synth.h"
 #include "kv/block_allocator.h"
 #include "test_util.h"
