@@ -137,6 +137,8 @@ class GgufFile {
   /// Byte offset of the data section in the file.
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }
+  /// The file's mapping (tensor data pointers lie in it); nullptr for a file made by parse().
+  const MappedFile* mapping() const { return file_.data() ? &file_ : nullptr; }
 
   /// Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }

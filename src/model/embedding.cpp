@@ -45,7 +45,8 @@ Embedding Embedding::bf16(const uint16_t* data, int64_t rows, int64_t cols, std:
   return e;
 }
 
-Embedding Embedding::q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64_t block, int64_t block_bytes) {
+Embedding Embedding::q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64_t block, int64_t block_bytes,
+                          const MappedFile* file) {
   TRITIUM_CHECK(data && rows > 0 && cols > 0 && (block == 64 || block == 128) && block_bytes == 2 + block / 4 &&
                     cols % block == 0,
                 "Embedding: Q2_0 table [{}, {}] with blocks of {} weights in {} bytes", rows, cols, block, block_bytes);
@@ -56,12 +57,26 @@ Embedding Embedding::q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64
   e.q2_block_ = block;
   e.q2_block_bytes_ = block_bytes;
   e.widened_ = std::make_shared<Widened>();
+  if (file) {
+    const auto b = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(file->data());
+    TRITIUM_CHECK(b >= base && b - base + e.bytes() <= file->size(),
+                  "Embedding: the Q2_0 table [{}, {}] does not lie inside the mapping of {}", rows, cols, file->path());
+    e.file_ = file;
+    e.file_offset_ = b - base;
+  }
   return e;
 }
 
 void Embedding::row(int64_t r, float* out) const {
   if (q2_) {
-    dequantize_q2_0(q2_ + static_cast<size_t>(r) * row_bytes(), cols_, q2_block_, out);
+    const uint8_t* src = q2_ + static_cast<size_t>(r) * row_bytes();
+    if (read_file_) {
+      thread_local Scratch<uint8_t> buf;
+      uint8_t* b = buf.get(row_bytes());
+      file_->read_at(file_offset_ + static_cast<size_t>(r) * row_bytes(), row_bytes(), b);
+      src = b;
+    }
+    dequantize_q2_0(src, cols_, q2_block_, out);
     return;
   }
   if (!bf16_) {
@@ -79,14 +94,15 @@ void Embedding::row(int64_t r, float* out) const {
 }
 
 bool Embedding::read_rows_from_file() {
-  if (q2_) {
-    // Building a head from the table read all of it: lookups fault back only the pages of the rows they read.
+  const void* mapped = q2_ ? static_cast<const void*>(q2_) : static_cast<const void*>(bf16_);
+  if (q2_ && !file_) {
+    // Lookups fault back the pages of the rows they read (and the kernel's fault-around, 64 KiB, with each).
     release_mapped_pages(q2_, bytes());
     return false;
   }
   if (!file_ || owner_) return false;
   read_file_ = true;
-  release_mapped_pages(bf16_, bytes());
+  release_mapped_pages(mapped, bytes());
   return true;
 }
 

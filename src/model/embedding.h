@@ -29,8 +29,9 @@ class Embedding {
 
   /// A GGUF Q2_0 table [rows, cols] at `data`: rows * cols / block blocks of `block_bytes` (block 64 / 18 bytes or
   /// 128 / 34 bytes), row-major, cols a multiple of block; borrowed from a memory-mapped file that must outlive the
-  /// model.
-  static Embedding q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64_t block, int64_t block_bytes);
+  /// model. `file`, when given, is the mapping `data` lies in (it enables read_rows_from_file).
+  static Embedding q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64_t block, int64_t block_bytes,
+                        const MappedFile* file = nullptr);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -52,8 +53,8 @@ class Embedding {
   void row(int64_t r, float* out) const;
   /// For a table that serves lookups only (the head holds its own copy): when it was borrowed with its `file`,
   /// row() from now on reads from the file with pread instead of through the mapping (MappedFile::read_at says
-  /// why), and the table's mapped pages are released. Returns whether it does. A Q2_0 table's mapped pages are
-  /// released too (lookups fault back only the rows they read; returns false); no effect on other tables.
+  /// why), and the table's mapped pages are released. Returns whether it does (bf16 and Q2_0 tables given their
+  /// file; a Q2_0 table without it has its pages released and returns false); no effect on other tables.
   bool read_rows_from_file();
   bool reads_rows_from_file() const { return read_file_; }
 

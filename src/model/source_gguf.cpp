@@ -101,7 +101,7 @@ class GgufSourceImpl final : public GgufSource {
   Embedding table(const std::string& name, int64_t rows, int64_t cols) const override {
     const GgufTensorInfo& t = get(name, {cols, rows});
     if (t.type != static_cast<uint32_t>(GgmlType::kQ2_0)) return WeightSource::table(name, rows, cols);
-    return Embedding::q2_0(t.data, rows, cols, t.block, t.block_bytes);
+    return Embedding::q2_0(t.data, rows, cols, t.block, t.block_bytes, f_.mapping());
   }
 
   TernaryWeight ternary(const std::string& prefix, int64_t out, int64_t in) const override {

@@ -89,6 +89,8 @@ TEST(Q2_0Model, BothLayoutsGiveTheSixteenBitCheckpointsLogits) {
     write_q2_0_gguf(folder, path, block);
     auto m = load_transformer(path);
     EXPECT_TRUE(m->embed().is_q2_0());
+    // The head holds its own packed copy: lookups read the table's rows from the file, not through the mapping.
+    EXPECT_TRUE(m->embed().reads_rows_from_file());
     EXPECT_EQ(m->embed().bytes(), static_cast<size_t>(m->vocab_size() * 128 / block * (2 + block / 4)));
     for (const auto& L : m->layers())
       for (const Linear* lin : {L.qkv.get(), L.o.get(), L.gate_up.get(), L.down.get()})
