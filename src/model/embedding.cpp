@@ -93,6 +93,12 @@ void Embedding::row(int64_t r, float* out) const {
   for (int64_t c = 0; c < cols_; ++c) out[c] = bf16_to_f32(src[c]);
 }
 
+void Embedding::release_rows(int64_t r0, int64_t n) const {
+  if (owner_ || (!q2_ && !bf16_)) return;
+  const auto* base = q2_ ? q2_ : reinterpret_cast<const uint8_t*>(bf16_);
+  release_mapped_pages(base + static_cast<size_t>(r0) * row_bytes(), static_cast<size_t>(n) * row_bytes());
+}
+
 bool Embedding::read_rows_from_file() {
   const void* mapped = q2_ ? static_cast<const void*>(q2_) : static_cast<const void*>(bf16_);
   if (q2_ && !file_) {

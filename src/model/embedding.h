@@ -57,6 +57,10 @@ class Embedding {
   /// file; a Q2_0 table without it has its pages released and returns false); no effect on other tables.
   bool read_rows_from_file();
   bool reads_rows_from_file() const { return read_file_; }
+  /// For a table borrowed from a mapped file (bf16, Q2_0): drops the mapped pages that lie wholly inside rows
+  /// [r0, r0 + n) from the resident set (release_mapped_pages), e.g. once a head has been built from them. No effect
+  /// on other tables; later reads map the pages again.
+  void release_rows(int64_t r0, int64_t n) const;
 
   /// The bf16 bit patterns [rows, cols]; nullptr for a float32 table.
   const uint16_t* bf16_data() const { return bf16_; }

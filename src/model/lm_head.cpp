@@ -4,7 +4,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/mapped_file.h"
 #include "formats/q4_rows.h"
 #include "formats/q6_rows.h"
 #include "formats/ternary_i2.h"
@@ -87,7 +86,6 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
   if (kind != "int8") check_grouped_width(kind, H);
   // These formats quantize each row on its own, so a block of rows at a time gives the whole-table result.
   constexpr int64_t kBlock = 2048;
-  const bool mapped = t.is_bf16() && !t.owner();
   std::vector<float> block;
   Int8Weight i8;
   i8.method = Int8Method::kVectorwise;
@@ -125,7 +123,7 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
       q4.codes.insert(q4.codes.end(), part.codes.begin(), part.codes.end());
       q4.scales.insert(q4.scales.end(), part.scales.begin(), part.scales.end());
     }
-    if (mapped) release_mapped_pages(t.bf16_data() + r0 * H, static_cast<size_t>(rows * H) * 2);
+    t.release_rows(r0, rows);  // quantized: the file's bytes need not stay resident
   }
   if (kind == "int8") return std::make_unique<Int8Linear>(Int8Projection(std::move(i8)));
   if (kind == "q6") return std::make_unique<Q6Linear>(std::move(q6));
@@ -141,6 +139,7 @@ std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryForma
   auto detect_rows = [&](int64_t r0, int64_t rows, int8_t* codes) {
     const float* src = table_rows_f32(t, r0, rows, block);
     const auto q = detect_ternary(src, rows, H, kTernaryGroupK);
+    t.release_rows(r0, rows);  // packed: the file's bytes need not stay resident
     if (!q) return false;
     std::copy(q->q.begin(), q->q.end(), codes);
     for (int64_t i = 0; i < rows * G; ++i)
