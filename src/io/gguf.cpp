@@ -453,6 +453,11 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
   return f;
 }
 
+void GgufFile::drop_metadata() {
+  std::vector<std::pair<std::string, GgufValue>>().swap(kv_);
+  std::unordered_map<std::string, size_t>().swap(kv_index_);
+}
+
 const GgufValue* GgufFile::find(std::string_view key) const {
   auto it = kv_index_.find(std::string(key));
   return it == kv_index_.end() ? nullptr : &kv_[it->second].second;

@@ -142,6 +142,9 @@ class GgufFile {
 
   /// Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  /// Frees the metadata (a tokenizer's vocabulary and merges are tens of MB as parsed): for a file kept open only
+  /// for its tensors' data. The tensor directory and the mapping stay; find() then finds nothing.
+  void drop_metadata();
   /// nullptr when absent.
   const GgufValue* find(std::string_view key) const;
 

@@ -38,7 +38,7 @@ std::unique_ptr<Transformer> return_freed_memory(std::unique_ptr<Transformer> m)
 
 // A GGUF file: every weight is repacked or converted, except Q2_0 tables, which read the mapped file.
 std::unique_ptr<Transformer> load_gguf(const std::string& path, const LoadOptions& opts) {
-  auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
+  auto file = std::make_shared<GgufFile>(GgufFile::open(path));
   const GgufFile& f = *file;
   ModelConfig c = gguf_model_config(f);
   const auto source = GgufSource::open(f, c);
@@ -50,6 +50,7 @@ std::unique_ptr<Transformer> load_gguf(const std::string& path, const LoadOption
     fail("{}: tensor '{}' is not part of the {} model tritium builds ({} such tensors; an unsupported feature of "
          "this file)",
          path, rest.front(), arch, rest.size());
+  file->drop_metadata();  // the model reads only tensor data from here on
   return model;
 }
 
