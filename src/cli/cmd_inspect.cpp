@@ -81,7 +81,9 @@ int run(const InspectArgs& a) {
     gguf_tensors = inspect_gguf(*gguf, &gguf_totals);
   }
   LoadOptions lo;
-  lo.ternary_format = TernaryFormat::kInt8;  // HF folders: the cheapest to unpack; tritium models keep theirs
+  // The storage the model runs with by default (2 bits per ternary weight: an int8 copy would be 4x the memory of
+  // the run it describes); tritium models keep theirs.
+  lo.ternary_format = auto_ternary_format();
   std::unique_ptr<Transformer> model = load_transformer(dir, lo);
   const bool tritium = !gguf && is_tritium_model(WeightStore(dir));
   const char* container = gguf ? "GGUF" : tritium ? "tritium" : "Hugging Face";

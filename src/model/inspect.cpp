@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "formats/gguf_quants.h"
 
 namespace tritium {
@@ -127,6 +128,7 @@ std::vector<GgufInspectedTensor> inspect_gguf(const GgufFile& f, std::vector<Ggu
       for (int8_t v : r.values) e.zeros += v == 0;
       e.zero_density = n ? static_cast<double>(e.zeros) / static_cast<double>(n) : 0;
     }
+    release_mapped_pages(t.data, t.nbytes);  // counted: the file's bytes need not stay resident
     if (totals) {
       auto it = std::find_if(totals->begin(), totals->end(), [&](const GgufTypeTotal& x) { return x.type == e.type; });
       if (it == totals->end()) it = totals->insert(totals->end(), GgufTypeTotal{e.type});
