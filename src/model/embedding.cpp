@@ -28,20 +28,13 @@ Embedding Embedding::f32(std::shared_ptr<const std::vector<float>> table, int64_
 Embedding Embedding::bf16(const uint16_t* data, int64_t rows, int64_t cols, std::shared_ptr<const void> owner,
                           const MappedFile* file) {
   TRITIUM_CHECK(data && rows > 0 && cols > 0, "Embedding: bf16 table [{}, {}] has no data", rows, cols);
-  const auto b = reinterpret_cast<uintptr_t>(data);
-  const auto base = file ? reinterpret_cast<uintptr_t>(file->data()) : 0;
-  TRITIUM_CHECK(!file || (b >= base && b - base + static_cast<size_t>(rows * cols) * 2 <= file->size()),
-                "Embedding: the bf16 table [{}, {}] does not lie inside the mapping of {}", rows, cols, file->path());
   Embedding e;
   e.rows_ = rows;
   e.cols_ = cols;
   e.bf16_ = data;
   e.owner_ = std::move(owner);
   e.widened_ = std::make_shared<Widened>();
-  if (file) {
-    e.file_ = file;
-    e.file_offset_ = b - base;
-  }
+  e.attach_file(data, file);
   return e;
 }
 
@@ -57,40 +50,43 @@ Embedding Embedding::q2_0(const uint8_t* data, int64_t rows, int64_t cols, int64
   e.q2_block_ = block;
   e.q2_block_bytes_ = block_bytes;
   e.widened_ = std::make_shared<Widened>();
-  if (file) {
-    const auto b = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(file->data());
-    TRITIUM_CHECK(b >= base && b - base + e.bytes() <= file->size(),
-                  "Embedding: the Q2_0 table [{}, {}] does not lie inside the mapping of {}", rows, cols, file->path());
-    e.file_ = file;
-    e.file_offset_ = b - base;
-  }
+  e.attach_file(data, file);
   return e;
 }
 
-void Embedding::row(int64_t r, float* out) const {
-  if (q2_) {
-    const uint8_t* src = q2_ + static_cast<size_t>(r) * row_bytes();
-    if (read_file_) {
-      thread_local Scratch<uint8_t> buf;
-      uint8_t* b = buf.get(row_bytes());
-      file_->read_at(file_offset_ + static_cast<size_t>(r) * row_bytes(), row_bytes(), b);
-      src = b;
-    }
-    dequantize_q2_0(src, cols_, q2_block_, out);
-    return;
+void Embedding::attach_file(const void* data, const MappedFile* file) {
+  if (!file) return;
+  const auto b = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(file->data());
+  TRITIUM_CHECK(b >= base && b - base + bytes() <= file->size(),
+                "Embedding: the {} table [{}, {}] does not lie inside the mapping of {}", dtype_name(), rows_, cols_,
+                file->path());
+  file_ = file;
+  file_offset_ = b - base;
+}
+
+const uint8_t* Embedding::stored_row(int64_t r) const {
+  const size_t n = row_bytes();
+  if (read_file_) {
+    thread_local Scratch<uint8_t> buf;
+    uint8_t* b = buf.get(n);
+    file_->read_at(file_offset_ + static_cast<size_t>(r) * n, n, b);
+    return b;
   }
+  return (q2_ ? q2_ : reinterpret_cast<const uint8_t*>(bf16_)) + static_cast<size_t>(r) * n;
+}
+
+void Embedding::row(int64_t r, float* out) const {
+  if (q2_) return dequantize_q2_0(stored_row(r), cols_, q2_block_, out);
   if (!bf16_) {
     std::memcpy(out, f32_->data() + r * cols_, sizeof(float) * static_cast<size_t>(cols_));
     return;
   }
-  const uint16_t* src = bf16_ + r * cols_;
-  if (read_file_) {
-    thread_local Scratch<uint16_t> buf;
-    uint16_t* b = buf.get(static_cast<size_t>(cols_));
-    file_->read_at(file_offset_ + static_cast<size_t>(r) * row_bytes(), row_bytes(), b);
-    src = b;
+  const uint8_t* src = stored_row(r);
+  for (int64_t c = 0; c < cols_; ++c) {
+    uint16_t v;
+    std::memcpy(&v, src + 2 * c, 2);
+    out[c] = bf16_to_f32(v);
   }
-  for (int64_t c = 0; c < cols_; ++c) out[c] = bf16_to_f32(src[c]);
 }
 
 void Embedding::release_rows(int64_t r0, int64_t n) const {
@@ -100,16 +96,12 @@ void Embedding::release_rows(int64_t r0, int64_t n) const {
 }
 
 bool Embedding::read_rows_from_file() {
-  const void* mapped = q2_ ? static_cast<const void*>(q2_) : static_cast<const void*>(bf16_);
-  if (q2_ && !file_) {
-    // Lookups fault back the pages of the rows they read (and the kernel's fault-around, 64 KiB, with each).
-    release_mapped_pages(q2_, bytes());
-    return false;
-  }
-  if (!file_ || owner_) return false;
-  read_file_ = true;
-  release_mapped_pages(mapped, bytes());
-  return true;
+  // A bf16 table lent without its file stays as it is; a Q2_0 one is always borrowed from a file mapping.
+  if (owner_ || (!q2_ && !bf16_) || (bf16_ && !file_)) return false;
+  release_rows(0, rows_);
+  // Without the file, lookups fault back the pages of the rows they read (and the kernel's fault-around, 64 KiB).
+  read_file_ = file_ != nullptr;
+  return read_file_;
 }
 
 std::shared_ptr<const std::vector<float>> Embedding::f32_table() const {

@@ -78,6 +78,10 @@ class Embedding {
   int64_t q2_block_ = 0, q2_block_bytes_ = 0;
   std::shared_ptr<const void> owner_;
   std::shared_ptr<Widened> widened_;
+  /// Records `file` (when given) as the mapping the borrowed table at `data` lies in; throws when it does not.
+  void attach_file(const void* data, const MappedFile* file);
+  /// Row r's bytes as stored (bf16 or Q2_0 blocks): from the mapping, or read from the file into a per-thread buffer.
+  const uint8_t* stored_row(int64_t r) const;
   const MappedFile* file_ = nullptr;
   size_t file_offset_ = 0;
   bool read_file_ = false;
