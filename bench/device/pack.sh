@@ -4,8 +4,8 @@
 # device image lacks (the Debian ones: fmt, ICU, PCRE2, Open MPI, ...; CUDA's own libraries are on the device),
 # shared/ the test data the CUDA tests read (tiny-qwen2, the goldens, WikiText-2, the books). With BASE_BUILD set to
 # another CUDA build folder (the code before a change), its tritium goes in as bin/tritium-base: run.sh then measures
-# e2e and serve for both in one run.
-# Usage, from the repository root: [BUILD_DIR=DIR] [BASE_BUILD=DIR] bench/device/pack.sh   (then call the device
+# e2e and serve for both in one run. SLIM=1 leaves out WikiText-2 and the books.
+# Usage, from the repository root: [BUILD_DIR=DIR] [BASE_BUILD=DIR] [SLIM=1] bench/device/pack.sh   (then call the device
 # with carry [".device"])
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,10 @@ ldd "$B/tritium" "$B/tritium_tests" | awk '/=> \//{print $3}' | sort -u |
   while read -r l; do cp -L "$l" "$P/lib/"; done
 cp -r "$SHARED/models/tiny-qwen2" "$P/shared/models/"
 cp -r "$SHARED/golden" "$P/shared/"
-mkdir -p "$P/shared/data/wikitext-2-raw" && cp "$SHARED/data/wikitext-2-raw/wiki.test.raw" "$P/shared/data/wikitext-2-raw/"
-cp -r "$SHARED/data/books-eval" "$P/shared/data/"
-mkdir -p .device && tar -C "$P" -cJf .device/payload.tar.xz . && rm -rf "$P"
+mkdir -p "$P/shared/tokenizers" && cp -r "$SHARED/tokenizers/qwen3" "$P/shared/tokenizers/"  # synth --shape qwen3-*
+if [ -z "${SLIM:-}" ]; then  # SLIM=1: no evaluation texts (the payload then fits beside the checkout's 64 MiB)
+  mkdir -p "$P/shared/data/wikitext-2-raw" && cp "$SHARED/data/wikitext-2-raw/wiki.test.raw" "$P/shared/data/wikitext-2-raw/"
+  cp -r "$SHARED/data/books-eval" "$P/shared/data/"
+fi
+mkdir -p .device && XZ_OPT=-9 tar -C "$P" -cJf .device/payload.tar.xz . && rm -rf "$P"
 ls -la .device/payload.tar.xz

@@ -15,6 +15,9 @@
 #            (128 in / 128 out) at concurrency SERVICE_C (default "16 32 64 128 256"); prints P99 TTFT, P99 TPOT, the
 #            per-stream rate and the GPU memory in use, and the highest concurrency with P99 TTFT < 350 ms and
 #            >= 22 tok/s per stream (median TPOT <= 45.45 ms)
+#   bonsai   a Ternary Bonsai 8B-shaped Qwen3 GGUF (synth --shape qwen3-8b) on the group-scaled ternary kernels: decode
+#            steps at BONSAI_BATCHES (default 1,64,256) and `serve` under `bench serve` (128 / 128) at BONSAI_C
+#            (default "1 64 256"), with the GPU memory in use
 #   tp       tensor parallelism (needs 2 GPUs): the NCCL tests, greedy TP=1 vs TP=2, and a worker stopped (SIGSTOP)
 #            while serving: the leader must answer with an error within TRITIUM_TP_TIMEOUT, not hang
 # When the payload holds bin/tritium-base (pack.sh with BASE_BUILD set: the build before a change), e2e and serve
@@ -87,6 +90,28 @@ for suite in "$@"; do
       done
       kill -TERM $SP; wait $SP; say "serve $name exit rc=$?"
     done
+    ;;
+  bonsai)
+    # Ternary Bonsai 8B-shaped Qwen3 (synth --shape qwen3-8b: Q2_0 group-128 projections, head and embedding) on the
+    # group-scaled ternary kernels: decode steps at BONSAI_BATCHES, then `serve` under `bench serve` at BONSAI_C.
+    Q8=/tmp/q8b.gguf
+    [ -e $Q8 ] || timeout 300 "$TR" synth --shape qwen3-8b --tokenizer "$D/shared/tokenizers/qwen3" -o $Q8 \
+      > "$OUT/synth_q8.log" 2>&1; say "synth qwen3-8b rc=$? $(ls -la $Q8 | awk '{print $5}') bytes $(el)"
+    timeout 300 "$TR" cuda-bench -m $Q8 --batch "${BONSAI_BATCHES:-1,64,256}" --prompt 32 --gen 32 -r 3 \
+      > "$OUT/bonsai_e2e.md" 2>&1; say "bonsai e2e rc=$? $(el)"
+    grep -E "weights|GPU memory|KV cache|^\| [0-9]|rror" "$OUT/bonsai_e2e.md" | tee -a "$S"
+    "$TR" serve -m $Q8 --device cuda --port 8322 --max-num-seqs 256 > "$OUT/bonsai_serve.log" 2>&1 &
+    SP=$!
+    for i in $(seq 1 240); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8322/health')" 2>/dev/null && break; sleep 1; done
+    grep -m1 "KV cache" "$OUT/bonsai_serve.log" | tee -a "$S"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader | sed 's/^/GPU memory used (server): /' | tee -a "$S"
+    for C in ${BONSAI_C:-1 64 256}; do
+      timeout 180 "$TR" bench serve --url http://127.0.0.1:8322 --max-concurrency $C --num-prompts $((C * 2 > 16 ? C * 2 : 16)) \
+        --input-len 128 --output-len 128 > "$OUT/bonsai_serve_c$C.md" 2>&1
+      say "bonsai bench serve c=$C rc=$? $(el)"
+      grep -E "throughput|TPOT|TTFT|failed" "$OUT/bonsai_serve_c$C.md" | head -12 | tee -a "$S"
+    done
+    kill -TERM $SP; wait $SP; say "bonsai serve exit rc=$?"
     ;;
   service)
     Q=/tmp/q15

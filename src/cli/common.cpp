@@ -107,8 +107,6 @@ LoadOptions make_load_options(const ModelOptions& o) {
   lo.ternary_format_explicit = o.weights != "auto";
   lo.quant = o.quant;
   lo.detect_ternary = o.detect_ternary == "on";
-  // The CUDA kernels take one scale per projection segment: group-scaled ternary weights stay float32 there.
-  lo.ternary_group_scales = o.device == "cpu";
   lo.outlier_threshold = o.outlier_threshold;
   lo.ternary_threshold = o.ternary_threshold;
   // The GPU backend uploads float32 and int8 heads only, so "auto" (which may pick bf16) is for the CPU.

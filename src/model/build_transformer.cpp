@@ -46,7 +46,7 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
   const std::string head_kind = resolve_lm_head_kind(opts.lm_head, head_table.is_bf16());
   // The default head of a model whose head is ternary (Ternary Bonsai) runs on the ternary kernels.
   std::unique_ptr<Linear> lm_head;
-  if ((opts.lm_head.empty() || opts.lm_head == "auto") && opts.detect_ternary && opts.ternary_group_scales)
+  if ((opts.lm_head.empty() || opts.lm_head == "auto") && opts.detect_ternary)
     lm_head = ternary_head_from_table(head_table, opts.ternary_format);
   if (!lm_head && tied && head_kind == "f32" && embed.is_bf16()) {
     // A float32 head tied to the embedding: both read one float32 table.

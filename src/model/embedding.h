@@ -64,6 +64,10 @@ class Embedding {
 
   /// The bf16 bit patterns [rows, cols]; nullptr for a float32 table.
   const uint16_t* bf16_data() const { return bf16_; }
+  /// The Q2_0 blocks (rows * cols / q2_0_block() blocks of q2_0_block_bytes() bytes, row-major); nullptr unless Q2_0.
+  const uint8_t* q2_0_data() const { return q2_; }
+  int64_t q2_0_block() const { return q2_block_; }
+  int64_t q2_0_block_bytes() const { return q2_block_bytes_; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
   /// The float32 table: the one held, or (bf16, q2_0) a widened copy made on the first call and kept (for consumers that
   /// need the whole table in float32: the GPU upload, tensor-parallel slicing).

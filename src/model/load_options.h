@@ -34,12 +34,9 @@ struct LoadOptions {
   /// 16/32-bit projections that are exactly ternary times a scale per tensor (TriLM) or per row and group of 128
   /// inputs (Ternary Bonsai's unpacked checkpoints, GGUF Q2_0) are held packed in ternary_format and run on the
   /// ternary kernels (activations quantized per token to int8, as BitNet), a 16-bit output head likewise
-  /// (quant/ternary_detect.h); with lm_head "" or "auto", an output head of that form too (group scales, so only
-  /// where ternary_group_scales). false keeps them as stored (the reference's own arithmetic).
+  /// (quant/ternary_detect.h); with lm_head "" or "auto", an output head of that form too. false keeps them as
+  /// stored (the reference's own arithmetic).
   bool detect_ternary = true;
-  /// Whether the backend runs ternary layers with per-group scales (the CPU does; the CUDA backend not yet): when
-  /// false, group-scaled ternary weights stay float32 (exact) instead of packed.
-  bool ternary_group_scales = true;
   /// Called after each decoder layer is built: (layers done, total layers). For progress bars.
   std::function<void(int, int)> progress;
 };

@@ -56,12 +56,11 @@ std::unique_ptr<Linear> quantize_fused(const LoadOptions& o, const std::vector<s
 }
 
 // The parts of a fused projection, each ternary times a scale per tensor or per row and group of kTernaryGroupK
-// inputs, as one TernaryLinear; nullptr when some part is group-scaled and the backend takes no group scales.
+// inputs, as one TernaryLinear.
 std::unique_ptr<TernaryLinear> fused_ternary(const std::vector<TernaryQuant>& qs, const std::vector<int64_t>& rows,
                                              int64_t in, const LoadOptions& o) {
   bool grouped = false;
   for (const TernaryQuant& q : qs) grouped = grouped || q.group_size != 0;
-  if (grouped && !o.ternary_group_scales) return nullptr;
   std::vector<int8_t> all;
   std::vector<TernaryLinear::Segment> segs;
   std::vector<float> gs;

@@ -107,6 +107,27 @@ TEST(Q2_0Model, BothLayoutsGiveTheSixteenBitCheckpointsLogits) {
   }
 }
 
+// On the GPU: a Q2_0 file (both layouts) runs the group-scaled ternary kernels with the logits of the 16-bit
+// checkpoint on the same backend, bit for bit.
+TEST(Q2_0Model, BothLayoutsOnCudaGiveTheSixteenBitCheckpointsLogits) {
+  REQUIRE_QWEN3_T();
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
+  test::TempDir dir;
+  auto be16 = test::backend_for(load_transformer(folder), true);
+  const nlohmann::json g = test::hf_golden("qwen3-t");
+  for (int64_t block : {128, 64}) {
+    const std::string path = dir.file("qwen3-t-" + std::to_string(block) + ".gguf");
+    write_q2_0_gguf(folder, path, block);
+    auto be = test::backend_for(load_transformer(path), true);
+    for (const auto& p : g["prompts"]) {
+      const auto ids = p["input_ids"].get<std::vector<int32_t>>();
+      const std::vector<float> a = test::prompt_logits(*be, ids), b = test::prompt_logits(*be16, ids);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) ASSERT_EQ(a[k], b[k]) << "block " << block << " logit " << k;
+    }
+  }
+}
+
 TEST(Q2_0Model, CodeThreeTensorIsComputedInFloat32) {
   REQUIRE_QWEN3_T();
   test::TempDir dir;

@@ -88,6 +88,16 @@ TEST(Qwen3, BonsaiStyleCheckpointRunsTernaryWithinTheRule) {
   EXPECT_EQ(a->layers()[0].qkv->format_name(), "f32");
 }
 
+// The same checkpoint on the GPU: the group-scaled ternary kernels (ternary_grouped_matmul) for every projection and
+// the head, within the same rule against transformers.
+TEST(Qwen3, BonsaiStyleCheckpointRunsTernaryOnCuda) {
+  REQUIRE_QWEN3_FIXTURE();
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
+  auto be = test::backend_for(load_transformer(fixture("qwen3-t")), true);
+  const int equal = test::expect_matches_golden_16bit_reference(*be, "qwen3-t");
+  std::printf("  qwen3-t ternary on CUDA: %d of 3 prompts greedy-equal over all 24 steps\n", equal);
+}
+
 // One thread and two: the same bits (the per-head norm splits rows over threads, never a row).
 TEST(Qwen3, ThreadCountInvariant) {
   REQUIRE_QWEN3_FIXTURE();

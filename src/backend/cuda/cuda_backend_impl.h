@@ -52,6 +52,7 @@ struct DevLinear {
   const float* wf = nullptr;          // f32 [n, k]
   const __nv_bfloat16* wb = nullptr;  // bf16 [n, k]
   const float* bias = nullptr;
+  const float* gs = nullptr;          // ternary with per-group scales [n, ceil(k / 128)] (w2 only), or null
   cuda::TernaryEpilogue seg;  // segment ends and scales (ternary)
   std::shared_ptr<const cuda::CudaInt8Linear> i8;  // int8 (int8_linear.h)
 };
@@ -178,7 +179,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
   DeviceArena weights_;
-  const float* embed_ = nullptr;  // [vocab_end_ - vocab_begin_, hidden] (the rank's slice under TP)
+  const float* embed_ = nullptr;  // [vocab_end_ - vocab_begin_, hidden] (the rank's slice under TP), or null
+  cuda::StoredEmbedding embed_stored_;  // the table as the model stores it (bf16, Q2_0) when embed_ is null
   int vocab_begin_ = 0, vocab_end_ = 0;
   const float* final_norm_ = nullptr;
   const float *cos_ = nullptr, *sin_ = nullptr;

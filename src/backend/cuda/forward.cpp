@@ -163,7 +163,8 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   const int Hd = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int qkvw = qd + 2 * kvd;
   if (!tp_) {
-    cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
+    if (embed_) cuda::embedding(embed_, tok_d_, M, Hd, x_, stream_);
+    else cuda::embedding(embed_stored_, tok_d_, M, Hd, x_, stream_);
   } else {
     cuda::embedding_vocab_slice(embed_, vocab_begin_, vocab_end_, tok_d_, M, Hd, x_, stream_);
     opts_.tp_comm->all_reduce_sum(x_, static_cast<size_t>(M) * Hd, stream_);
@@ -316,7 +317,10 @@ void CudaBackend::ternary_quantized(const DevLinear& lin, int rows, float* out, 
   ep.y = out;
   ep.ldy = ldout;
   ep.add = add;
-  if (lin.w8 && rows >= kInt8GemmMinRows) {  // the int8 copy: cuBLASLt's exact int32 sums, then the same epilogue
+  if (lin.gs) {
+    cuda::ternary_grouped_matmul(lin.w2, lin.gs, lin.bias, lin.n, lin.np, lin.k, lin.kp, xq_, inv_s_, rows, ep,
+                                 stream_);
+  } else if (lin.w8 && rows >= kInt8GemmMinRows) {  // the int8 copy: cuBLASLt's exact int32 sums, then the same epilogue
     // Whatever read inv_s_ / acc8_ last has consumed or flushed its pending sums (apply, the GLU): they are
     // overwritten now.
     TRITIUM_CHECK(!pending_.acc, "CUDA backend: an int8 GEMM's sums still pending at the next GEMM");

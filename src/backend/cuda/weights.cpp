@@ -107,6 +107,19 @@ void CudaBackend::upload_weights(const Transformer& model) {
     vocab_end_ = static_cast<int>(voc.end);
     embed_ = weights_.upload(model.embedding().data() + voc.begin * c_.hidden_size,
                              static_cast<size_t>(voc.size()) * c_.hidden_size);
+  } else if (const Embedding& e = model.embed(); e.is_bf16() || e.is_q2_0()) {
+    // As stored (bf16: half of float32; Q2_0: 2.25 or 2.125 bits per weight), widened row by row at lookup; the
+    // host's mapped pages of the table are released once copied.
+    if (e.is_bf16()) {
+      embed_stored_.dtype = cuda::StoredEmbedding::kBF16;
+      embed_stored_.data = weights_.upload(e.bf16_data(), e.bytes() / 2);
+    } else {
+      embed_stored_.dtype = cuda::StoredEmbedding::kQ2_0;
+      embed_stored_.data = weights_.upload(e.q2_0_data(), e.bytes());
+      embed_stored_.block = static_cast<int>(e.q2_0_block());
+      embed_stored_.block_bytes = static_cast<int>(e.q2_0_block_bytes());
+    }
+    if (!e.owner()) e.release_rows(0, e.rows());
   } else {
     embed_ = weights_.upload(model.embedding().data(), model.embedding().size());
   }
@@ -142,7 +155,7 @@ void CudaBackend::upload_weights(const Transformer& model) {
     layers_.push_back(d);
   }
   const auto* lm_f = dynamic_cast<const FloatLinear*>(&model.lm_head());
-  if (lm_f && !tp_ && !opts_.lm_head_bf16 && &lm_f->weight() == &model.embedding() && lm_f->bias().empty()) {
+  if (lm_f && embed_ && !tp_ && !opts_.lm_head_bf16 && &lm_f->weight() == &model.embedding() && lm_f->bias().empty()) {
     lm_head_.kind = DevLinear::kF32;  // tied: share the embedding table
     lm_head_.n = c_.vocab_size;
     lm_head_.k = c_.hidden_size;
@@ -161,13 +174,24 @@ DevLinear CudaBackend::upload_linear(const Linear& lin, bool bf16) {
   d.n = static_cast<int>(lin.out_features());
   d.k = static_cast<int>(lin.in_features());
   if (const auto* t = dynamic_cast<const TernaryLinear*>(&lin)) {
-    TRITIUM_CHECK(!t->has_group_scales() && t->bias().empty(),
-                  "CUDA backend: ternary layers with per-group scales or a bias (ternary PTQ of a float model) run "
-                  "on the CPU only; use --device cpu");
     d.kind = DevLinear::kTernary;
     const PackedTernary& p = t->packed();
     std::vector<int8_t> w(static_cast<size_t>(p.rows() * p.cols()));
     p.unpack(w.data());
+    if (t->has_group_scales()) {  // Ternary Bonsai, ternary PTQ: tc2 codes for the group-scaled GEMM, any bias
+      const auto shape = cuda::Tc2Shape::of(p.rows(), p.cols());
+      const std::vector<uint32_t> words = cuda::pack_tc2(w.data(), p.rows(), p.cols());
+      d.w2 = weights_.upload(words.data(), words.size());
+      d.np = static_cast<int>(shape.np);
+      d.kp = static_cast<int>(shape.kp);
+      const std::vector<float> gs = t->group_scales();
+      d.gs = weights_.upload(gs.data(), gs.size());
+      if (!t->bias().empty()) d.bias = weights_.upload(t->bias().data(), t->bias().size());
+      max_kp_ = std::max(max_kp_, d.kp);
+      return d;
+    }
+    TRITIUM_CHECK(t->bias().empty(), "CUDA backend: a ternary layer with one scale per segment and a bias runs on "
+                                     "the CPU only; use --device cpu");
     const auto upload_int8_copy = [&](int kp) {  // rows zero-padded to np8, columns to kp (xq_'s row stride)
       if (!int8_gemm_) return;
       d.np8 = (d.n + 15) / 16 * 16;

@@ -93,6 +93,19 @@ bool tiled_gemm_supported();
 /// or 8, the fewest that give every SM of the current device a block while each keeps at least 4 stages of 128 k.
 int tiled_gemm_split_for(int np, int M, int kp);
 
+/// Ternary GEMV/GEMM with per-row, per-group-of-128-along-K weight scales (Ternary Bonsai; the CPU's
+/// ternary_gemm_f32 in kernels/cpu/ternary_kernels.h) over tc2 weights w [np, kp / 16] uint32 (n real rows, k real
+/// columns), int8 activations xq [M, kp] (zero past k) with dequantization multipliers inv_s [M], group scales
+/// float [n, ceil(k / 128)] row-major and an optional bias float [n]:
+///   v = inv_s[m] * sum_g group_scales[r, g] * float(sum_{k in group g} w[r, k] * xq[m, k])  (+ bias[r]),
+/// the float sum in increasing g from 0.0f with a multiplication then an addition per group (no FMA), so v equals
+/// the CPU's bit for bit; stored to ep.y[m * ep.ldy + r] or added to it (ep.add; ep's segment scales unused). Any
+/// M >= 1: tokens in tiles of up to 8 per block (dp4a), each tile reading the weights (from L2 after the first).
+/// Throws tritium::Error on null buffers or a padded shape that does not fit [n, k].
+void ternary_grouped_matmul(const uint32_t* w, const float* group_scales, const float* bias, int n, int np, int k,
+                            int kp, const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& ep,
+                            cudaStream_t stream);
+
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
                         int32_t* acc, cudaStream_t stream, TernaryKernel kernel = TernaryKernel::kAuto,
@@ -198,6 +211,18 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 
 /// x[r, :] = table[tokens[r], :] for r < rows; table float [vocab, D].
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
+
+/// A token embedding table on the device in the dtype the model stores it (model/embedding.h): bf16 bit patterns
+/// [vocab, D], widened exactly, or GGUF Q2_0 rows of D / block blocks of block_bytes (fp16 d, then 2-bit codes c,
+/// weight j of a block at bits 2 (j % 4) of byte j / 4; value float(c - 1) * d: formats/gguf_quants.h,
+/// dequantize_q2_0), block 64 (18 bytes) or 128 (34 bytes).
+struct StoredEmbedding {
+  enum Dtype { kBF16, kQ2_0 } dtype = kBF16;
+  const void* data = nullptr;
+  int block = 0, block_bytes = 0;  ///< Q2_0 only
+};
+/// x[r, :] = the row tokens[r] of t, as float32 (the CPU's Embedding::row bit for bit), for r < rows.
+void embedding(const StoredEmbedding& t, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream);
 
 /// Vocabulary-parallel lookup: table holds rows [vbegin, vend) of the embedding ([vend - vbegin, D] float);
 /// x[r, :] = table[tokens[r] - vbegin, :] when the token falls in the slice, else zeros (the ranks' results are

@@ -2,6 +2,7 @@
 // Multiplications and additions that the CPU reference does as separate float operations use __fmul_rn /
 // __fadd_rn here so that the compiler does not contract them into FMAs (bit-equal results where the inputs are).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -207,6 +208,28 @@ __global__ void embedding_kernel(const float* __restrict__ table, const int32_t*
   }
   const float* src = table + static_cast<int64_t>(tok - vbegin) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
+}
+
+__global__ void embedding_stored_kernel(StoredEmbedding t, const int32_t* __restrict__ tokens, int D,
+                                        float* __restrict__ x) {
+  pdl_trigger();
+  pdl_wait();
+  const int r = blockIdx.x;
+  const int64_t tok = tokens[r];
+  float* dst = x + static_cast<int64_t>(r) * D;
+  if (t.dtype == StoredEmbedding::kBF16) {
+    const uint16_t* src = static_cast<const uint16_t*>(t.data) + tok * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = __uint_as_float(static_cast<uint32_t>(src[d]) << 16);
+    return;
+  }
+  const uint8_t* row = static_cast<const uint8_t*>(t.data) + tok * (D / t.block) * t.block_bytes;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    const uint8_t* blk = row + (d / t.block) * t.block_bytes;
+    const int j = d % t.block;
+    const float scale = __half2float(__ushort_as_half(static_cast<unsigned short>(blk[0] | (blk[1] << 8))));
+    const int code = (blk[2 + j / 4] >> (2 * (j % 4))) & 3;
+    dst[d] = __fmul_rn(static_cast<float>(code - 1), scale);
+  }
 }
 
 template <class KT>
@@ -424,6 +447,14 @@ void norm_to_bf16(const float* x, int64_t ldx, const int32_t* row_map, const flo
 void embedding(const float* table, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream) {
   if (rows <= 0) return;
   launch(embedding_kernel, dim3(rows), dim3(kThreads), 0, stream, "embedding", table, tokens, D, 0, INT32_MAX, x);
+}
+
+void embedding(const StoredEmbedding& t, const int32_t* tokens, int rows, int D, float* x, cudaStream_t stream) {
+  if (rows <= 0) return;
+  if (!t.data || D <= 0 ||
+      (t.dtype == StoredEmbedding::kQ2_0 && (t.block <= 0 || D % t.block != 0 || t.block_bytes != 2 + t.block / 4)))
+    check(cudaErrorInvalidValue, "embedding (stored table: bad Q2_0 blocking or no data)");
+  launch(embedding_stored_kernel, dim3(rows), dim3(kThreads), 0, stream, "embedding (stored dtype)", t, tokens, D, x);
 }
 
 void embedding_vocab_slice(const float* table, int vbegin, int vend, const int32_t* tokens, int rows, int D, float* x,

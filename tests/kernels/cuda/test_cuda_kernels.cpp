@@ -19,6 +19,7 @@
 #include "formats/ternary_tc2.h"
 #include "formats/ternary_tcb.h"
 #include "kv/fp8.h"
+#include "model/embedding.h"
 #include "model/linear.h"
 #include "backend/cuda/cuda_backend.h"
 #include "test_util.h"
@@ -535,6 +536,62 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
   }
 }
 
+// The group-scaled ternary GEMM (Ternary Bonsai: a scale per row per 128 k) equals the CPU's TernaryLinear with
+// group scales bit for bit: K a multiple of 128, one ending in half a group (64) and one padded inside a piece; a
+// tile of tokens full, ragged and single; rows past n and past ldy untouched; stored, added (the residual) and with
+// a bias. Scales of mixed magnitude so the float sum's order shows in the last bits.
+TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  struct Shape { int n, k, ldy; };
+  for (Shape sh : {Shape{80, 512, 80}, Shape{70, 320, 72}, Shape{33, 1000, 40}}) {
+    const int n = sh.n, k = sh.k, G = (k + 127) / 128;
+    const auto w = random_ternary(rng, n, k);
+    std::vector<float> gs(static_cast<size_t>(n) * G);
+    std::uniform_real_distribution<float> mag(-6.0f, 2.0f);
+    for (float& g : gs) g = std::exp2(mag(rng)) * (rng() % 5 == 0 ? -1.0f : 1.0f);
+    const auto bias = random_floats(rng, static_cast<size_t>(n), 0.5f);
+    const auto s = cuda::Tc2Shape::of(n, k);
+    DevBuf<uint32_t> dw(cuda::pack_tc2(w.data(), n, k));
+    DevBuf<float> dgs(gs), dbias(bias);
+    for (bool with_bias : {false, true}) {
+      TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), gs);
+      if (with_bias) lin.set_bias(bias);
+      for (int M : {1, 2, 3, 8, 13, 40}) {
+        const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
+        std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * sh.ldy);
+        lin.forward(x.data(), M, ref.data());
+        DevBuf<float> dx(x), inv(M);
+        DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
+        DevBuf<int32_t> sq(M);
+        cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
+                         nullptr);
+        for (bool add : {false, true}) {
+          DevBuf<float> dy(base);
+          cuda::TernaryEpilogue ep;
+          ep.y = dy.p, ep.ldy = sh.ldy, ep.add = add;
+          cuda::ternary_grouped_matmul(dw.p, dgs.p, with_bias ? dbias.p : nullptr, n, static_cast<int>(s.np), k,
+                                       static_cast<int>(s.kp), q.p, inv.p, M, ep, nullptr);
+          const auto got = dy.down();
+          for (int m = 0; m < M; ++m)
+            for (int r = 0; r < sh.ldy; ++r) {
+              const size_t i = static_cast<size_t>(m) * sh.ldy + r;
+              const float r_ = r < n ? ref[static_cast<size_t>(m) * n + r] : 0.0f;
+              const float want = r >= n ? base[i] : add ? base[i] + r_ : r_;
+              ASSERT_EQ(got[i], want) << "n=" << n << " k=" << k << " M=" << M << " bias " << with_bias << " add "
+                                      << add << " at " << m << "," << r;
+            }
+        }
+      }
+    }
+  }
+  DevBuf<float> y(4);
+  cuda::TernaryEpilogue ep;
+  ep.y = y.p, ep.ldy = 4;
+  EXPECT_THROW(cuda::ternary_grouped_matmul(nullptr, y.p, nullptr, 4, 64, 128, 128, nullptr, y.p, 1, ep, nullptr),
+               Error);
+}
+
 // BITCOS GEMV: int32 sums equal the scalar reference exactly, and the dequantized projection (plain and
 // residual-add, three segments) equals the tc2 ternary_matmul bit for bit.
 TEST(CudaKernels, BitcosGemvExactAndBitIdenticalToTc2) {
@@ -756,6 +813,47 @@ TEST(CudaKernels, GluEmbeddingBiasVsCpu) {
 
 // Pending sums of a K-split int8 GEMM (PendingSums::parts): the row kernels and ternary_epilogue add the parts and
 // give the bits of the same sums in one part (float4 widths and the scalar fallback of an odd width).
+// The embedding lookup over a table as the model stores it (bf16, GGUF Q2_0 in both block sizes, every code
+// including 3) equals the CPU's Embedding::row bit for bit.
+TEST(CudaKernels, StoredEmbeddingMatchesCpuRows) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  const int V = 37, D = 384;
+  const std::vector<int32_t> tokens = {0, 36, 5, 5, 17, 2, 36};
+  const int rows = static_cast<int>(tokens.size());
+  DevBuf<int32_t> dtok(tokens);
+  auto check = [&](const Embedding& e, const cuda::StoredEmbedding& t, const char* what) {
+    DevBuf<float> x(static_cast<size_t>(rows) * D);
+    cuda::embedding(t, dtok.p, rows, D, x.p, nullptr);
+    const auto got = x.down();
+    std::vector<float> want(D);
+    for (int r = 0; r < rows; ++r) {
+      e.row(tokens[r], want.data());
+      for (int d = 0; d < D; ++d) ASSERT_EQ(got[static_cast<size_t>(r) * D + d], want[d]) << what << " " << r << "," << d;
+    }
+  };
+  std::vector<uint16_t> b16(static_cast<size_t>(V) * D);
+  for (auto& v : b16) v = f32_to_bf16(std::normal_distribution<float>(0, 1)(rng));
+  DevBuf<uint16_t> db16(b16);
+  check(Embedding::bf16(b16.data(), V, D), {cuda::StoredEmbedding::kBF16, db16.p, 0, 0}, "bf16");
+  for (int block : {64, 128}) {
+    const int bb = 2 + block / 4;
+    std::vector<uint8_t> q(static_cast<size_t>(V) * D / block * bb);
+    for (auto& b : q) b = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < q.size(); i += bb) {  // finite scales: fp16 of a normal value
+      const uint16_t h = f32_to_f16(std::normal_distribution<float>(0, 0.05f)(rng));
+      std::memcpy(&q[i], &h, 2);
+    }
+    DevBuf<uint8_t> dq(q);
+    check(Embedding::q2_0(q.data(), V, D, block, bb), {cuda::StoredEmbedding::kQ2_0, dq.p, block, bb},
+          block == 64 ? "q2_0 64" : "q2_0 128");
+  }
+  DevBuf<float> x(static_cast<size_t>(rows) * D);
+  EXPECT_THROW(cuda::embedding(cuda::StoredEmbedding{cuda::StoredEmbedding::kQ2_0, db16.p, 100, 27}, dtok.p, rows, D,
+                               x.p, nullptr),
+               Error);
+}
+
 TEST(CudaKernels, PendingSumsInPartsMatchOnePart) {
   REQUIRE_GPU();
   std::mt19937 rng(47);
