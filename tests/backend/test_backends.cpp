@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "model/linear.h"
 #include "model/loader.h"
 #include "test_util.h"
 
@@ -186,6 +187,21 @@ TEST(Backends, TernaryFamiliesEveryBackendMatchesTheCpuReference) {
   // activations that differ in the last bit move logits by up to a few percent of the largest).
   check_model(*load_transformer(dir + "falcon-a"), "falcon-a", 3e-2, 3e-2);
   check_model(*load_transformer(dir + "trilm-a"), "trilm-a", 3e-2, 3e-2);
+}
+
+// Ternary post-training quantization with group-128 scales of a model with q/k/v biases (tiny-qwen2, `--quant
+// ternary-absmean-g128`): the group-scaled ternary kernels with a bias on every backend.
+TEST(Backends, TernaryPtqWithGroupScalesAndBiasEveryBackendMatchesTheCpuReference) {
+  REQUIRE_SHARED_DATA(s);
+  const test::OneThread one;
+  LoadOptions o;
+  o.quant = "ternary-absmean-g128";
+  const auto m = load_transformer(s + "/models/tiny-qwen2", o);
+  const auto* qkv = dynamic_cast<const TernaryLinear*>(m->layers()[0].qkv.get());
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_TRUE(qkv->has_group_scales());
+  EXPECT_FALSE(qkv->bias().empty());
+  check_model(*m, "tiny-qwen2 ternary-absmean-g128", 3e-2, 3e-2);
 }
 
 // The device memory a backend reports (serve's default tokens per step depends on it): 0 for the CPU, the GPU's
