@@ -128,15 +128,14 @@ std::unique_ptr<Linear> fuse_float(const WeightSource& ws, const std::vector<std
       rows.push_back(r);
     }
     if (qs.size() == parts.size()) {
-      if (auto t = fused_ternary(qs, rows, in, o)) {
-        for (const auto& [prefix, r] : parts)
-          if (bias) {
-            auto v = ws.vec(prefix + ".bias", r);
-            b.insert(b.end(), v.begin(), v.end());
-          }
-        t->set_bias(std::move(b));
-        return t;
-      }
+      auto t = fused_ternary(qs, rows, in, o);
+      for (const auto& [prefix, r] : parts)
+        if (bias) {
+          auto v = ws.vec(prefix + ".bias", r);
+          b.insert(b.end(), v.begin(), v.end());
+        }
+      t->set_bias(std::move(b));
+      return t;
     }
     rows.clear();
   }

@@ -173,6 +173,18 @@ constexpr int kProjRows = 3 * 96 + 40;
 TernaryLinear segmented_linear(const std::vector<int8_t>& w, int k, int n = kProjRows) {
   return TernaryLinear(pack_ternary(TernaryFormat::kI2, w.data(), n, k), {{96 * 3, 0.37f}, {20, 1.9f}, {n - 308, 0.05f}});
 }
+// x [M, k] quantized on the GPU as a ternary projection's input (norm_quant without a norm weight): int8 rows
+// q [M, kp], their dequantization multipliers inv [M] and row sums sq [M].
+struct DeviceQuantized {
+  DevBuf<int8_t> q;
+  DevBuf<float> inv;
+  DevBuf<int32_t> sq;
+  DeviceQuantized(const std::vector<float>& x, int M, int k, int kp)
+      : q(static_cast<size_t>(M) * kp), inv(M), sq(M) {
+    const DevBuf<float> dx(x);
+    cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, kp, inv.p, sq.p, nullptr);
+  }
+};
 cuda::TernaryEpilogue segmented_epilogue(float* y, int n = kProjRows, int ldy = kProjRows) {
   cuda::TernaryEpilogue ep;
   ep.seg_end[0] = 288, ep.seg_end[1] = 308, ep.seg_end[2] = n;
@@ -464,11 +476,10 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
       const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
       std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * o.ldy);
       lin.forward(x.data(), M, ref.data());
-      DevBuf<float> dx(x), inv(M);
-      DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
-      DevBuf<int32_t> sq(M);
-      cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
-                       nullptr);
+      const DeviceQuantized in(x, M, k, static_cast<int>(s.kp));
+      const auto& q = in.q;
+      const auto& inv = in.inv;
+      const auto& sq = in.sq;
       // y as the CPU computes it: the reference (+ the old y when add), rows past n untouched.
       auto expect_y = [&](const std::vector<float>& got, bool add, const std::string& what) {
         for (int m = 0; m < M; ++m)
@@ -561,11 +572,9 @@ TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
         const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
         std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * sh.ldy);
         lin.forward(x.data(), M, ref.data());
-        DevBuf<float> dx(x), inv(M);
-        DevBuf<int8_t> q(static_cast<size_t>(M) * s.kp);
-        DevBuf<int32_t> sq(M);
-        cuda::norm_quant(dx.p, k, nullptr, nullptr, M, k, 1e-6f, nullptr, q.p, static_cast<int>(s.kp), inv.p, sq.p,
-                         nullptr);
+        const DeviceQuantized in(x, M, k, static_cast<int>(s.kp));
+        const auto& q = in.q;
+        const auto& inv = in.inv;
         for (bool add : {false, true}) {
           DevBuf<float> dy(base);
           cuda::TernaryEpilogue ep;
