@@ -100,11 +100,14 @@ int tiled_gemm_split_for(int np, int M, int kp);
 ///   v = inv_s[m] * sum_g group_scales[r, g] * float(sum_{k in group g} w[r, k] * xq[m, k])  (+ bias[r]),
 /// the float sum in increasing g from 0.0f with a multiplication then an addition per group (no FMA), so v equals
 /// the CPU's bit for bit; stored to ep.y[m * ep.ldy + r] or added to it (ep.add; ep's segment scales unused). Any
-/// M >= 1: tokens in tiles of up to 8 per block (dp4a), each tile reading the weights (from L2 after the first).
-/// Throws tritium::Error on null buffers or a padded shape that does not fit [n, k].
+/// M >= 1: up to 8 tokens by dp4a in one block per row tile, more on the int8 tensor cores (mma.sync, sm_80+), a
+/// warp taking warp_token_tiles x 16 tokens (1 or 2) of warp_row_tiles x 8 rows (1, 2 or 4); 0, 0 = chosen from
+/// the shape and the SM count (the benchmark sets them). Every token tile reads the weights (from L2 after the
+/// first). The same floats for a token whatever M and the tiles are (batch invariance).
+/// Throws tritium::Error on null buffers, a padded shape that does not fit [n, k] or other warp tiles.
 void ternary_grouped_matmul(const uint32_t* w, const float* group_scales, const float* bias, int n, int np, int k,
                             int kp, const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& ep,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int warp_token_tiles = 0, int warp_row_tiles = 0);
 
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,

@@ -7,21 +7,12 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/tc2_ops.cuh"
 #include "kernels/cuda/ternary_epilogue.cuh"
 #include "kernels/cuda/ternary_gemm.cuh"
 
 namespace tritium::cuda {
 namespace {
-
-constexpr uint32_t kMask = 0x03030303u;
-
-// dp4a with unsigned 8-bit codes in the first operand and signed int8 activations (dp4a.u32.s32): the masked
-// group g of a tc2 word holds c * 4^g, up to 128, which does not fit a signed byte.
-__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
-  int d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
 
 // dp4a GEMV: a warp holds 32 / LPR weight rows, LPR lanes per row each taking 16-byte pieces (64 weights)
 // c = sub, sub + LPR, ...; WARPS warps per block. The activations of the M tokens are staged in shared memory as
@@ -73,7 +64,7 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_kernel(const uint4* __res
       for (int q = 0; q < 4; ++q) {
         uint32_t cw[4];
 #pragma unroll
-        for (int g = 0; g < 4; ++g) cw[g] = words[q] & (kMask << (2 * g));
+        for (int g = 0; g < 4; ++g) cw[g] = words[q] & (kTc2Mask << (2 * g));
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           const uint4 xv = xs[(m * 4 + q) * nch + c];
@@ -172,7 +163,7 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* _
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t mk = kMask << (2 * j);
+          const uint32_t mk = kTc2Mask << (2 * j);
           const uint32_t a0 = a[2 * h] & mk, a1 = b[2 * h] & mk, a2 = a[2 * h + 1] & mk, a3 = b[2 * h + 1] & mk;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
@@ -207,15 +198,6 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_gemv_mma_kernel(const uint4* _
     for (int q = 0; q < WARPS; ++q) v += part[q * 16 * NC + i];
     store_result(ep, n, m, row, v - sumq[m], ep.acc_out ? 0.f : inv_s[m]);
   }
-}
-
-__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // GEMM: block tile 64 tokens x 64 weight rows, k-chunks of 64 (one uint4 of codes per row). The codes of a chunk
@@ -267,7 +249,7 @@ __global__ void __launch_bounds__(128) tc2_gemm_kernel(const uint4* __restrict__
       for (int j = 0; j < 8; ++j) {
         const uint4 bw = Bs[j * 8 + g];
         const uint32_t w0 = s == 0 ? bw.x : bw.z, w1 = s == 0 ? bw.y : bw.w;
-        mma_s8(acc[j], a0, a1, a2, a3, (w0 >> (2 * t)) & kMask, (w1 >> (2 * t)) & kMask);
+        mma_s8(acc[j], a0, a1, a2, a3, (w0 >> (2 * t)) & kTc2Mask, (w1 >> (2 * t)) & kTc2Mask);
       }
     }
     __syncthreads();

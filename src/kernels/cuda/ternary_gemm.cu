@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/tc2_ops.cuh"
 #include "kernels/cuda/ternary_gemm.cuh"
 
 namespace tritium::cuda {
@@ -32,7 +33,6 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr uint32_t kMask = 0x03030303u;
 constexpr int kStages = 6;  // 5 stages in flight, 92.2 KB: two blocks per SM
 constexpr int kBM = 64, kBN = 128, kThreads = 256;
 constexpr int kStageK = 128;   // k per stage: two 64-wide chunks
@@ -65,16 +65,6 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s)
                : "memory");
-}
-
-// Not volatile (no side effects): the compiler may schedule the MMAs among the loads.
-__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Stores tokens mm_begin .. + count - 1 (of the tile at m0) x the tile's 128 rows at n0 through the epilogue:
@@ -209,8 +199,8 @@ __global__ void __launch_bounds__(kThreads) tc2_tiled_gemm_kernel(const uint32_t
         uint32_t b[4][2];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          b[j][0] = ((h ? wd[j].z : wd[j].x) >> (2 * t)) & kMask;
-          b[j][1] = ((h ? wd[j].w : wd[j].y) >> (2 * t)) & kMask;
+          b[j][0] = ((h ? wd[j].z : wd[j].x) >> (2 * t)) & kTc2Mask;
+          b[j][1] = ((h ? wd[j].w : wd[j].y) >> (2 * t)) & kTc2Mask;
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i)

@@ -548,9 +548,10 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
 }
 
 // The group-scaled ternary GEMM (Ternary Bonsai: a scale per row per 128 k) equals the CPU's TernaryLinear with
-// group scales bit for bit: K a multiple of 128, one ending in half a group (64) and one padded inside a piece; a
-// tile of tokens full, ragged and single; rows past n and past ldy untouched; stored, added (the residual) and with
-// a bias. Scales of mixed magnitude so the float sum's order shows in the last bits.
+// group scales bit for bit: K a multiple of 128, one ending in half a group (64) and one padded inside a piece;
+// tokens through the dp4a kernel (up to 8) and the tensor-core one (one and two token tiles per warp, full and
+// ragged), so a token's floats do not depend on the batch; rows past n and past ldy untouched; stored, added (the
+// residual) and with a bias. Scales of mixed magnitude so the float sum's order shows in the last bits.
 TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -568,27 +569,31 @@ TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
     for (bool with_bias : {false, true}) {
       TernaryLinear lin(pack_ternary(TernaryFormat::kI2, w.data(), n, k), gs);
       if (with_bias) lin.set_bias(bias);
-      for (int M : {1, 2, 3, 8, 13, 40}) {
+      for (int M : {1, 2, 3, 8, 9, 13, 16, 40, 65, 100}) {
         const auto x = random_floats(rng, static_cast<size_t>(M) * k, 2.0f);
         std::vector<float> ref(static_cast<size_t>(M) * n), base = random_floats(rng, static_cast<size_t>(M) * sh.ldy);
         lin.forward(x.data(), M, ref.data());
         const DeviceQuantized in(x, M, k, static_cast<int>(s.kp));
         const auto& q = in.q;
         const auto& inv = in.inv;
+        // Above 8 tokens every warp tiling of the tensor-core kernel (0, 0: the automatic one).
+        std::vector<std::pair<int, int>> tiles = {{0, 0}};
+        if (M > 8) tiles.insert(tiles.end(), {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}});
+        for (auto [tm, nt] : tiles)
         for (bool add : {false, true}) {
           DevBuf<float> dy(base);
           cuda::TernaryEpilogue ep;
           ep.y = dy.p, ep.ldy = sh.ldy, ep.add = add;
           cuda::ternary_grouped_matmul(dw.p, dgs.p, with_bias ? dbias.p : nullptr, n, static_cast<int>(s.np), k,
-                                       static_cast<int>(s.kp), q.p, inv.p, M, ep, nullptr);
+                                       static_cast<int>(s.kp), q.p, inv.p, M, ep, nullptr, tm, nt);
           const auto got = dy.down();
           for (int m = 0; m < M; ++m)
             for (int r = 0; r < sh.ldy; ++r) {
               const size_t i = static_cast<size_t>(m) * sh.ldy + r;
               const float r_ = r < n ? ref[static_cast<size_t>(m) * n + r] : 0.0f;
               const float want = r >= n ? base[i] : add ? base[i] + r_ : r_;
-              ASSERT_EQ(got[i], want) << "n=" << n << " k=" << k << " M=" << M << " bias " << with_bias << " add "
-                                      << add << " at " << m << "," << r;
+              ASSERT_EQ(got[i], want) << "n=" << n << " k=" << k << " M=" << M << " tiles " << tm << "x" << nt
+                                      << " bias " << with_bias << " add " << add << " at " << m << "," << r;
             }
         }
       }
