@@ -15,7 +15,8 @@
 #            (128 in / 128 out) at concurrency SERVICE_C (default "16 32 64 128 256"); prints P99 TTFT, P99 TPOT, the
 #            per-stream rate and the GPU memory in use, and the highest concurrency with P99 TTFT < 350 ms and
 #            >= 22 tok/s per stream (median TPOT <= 45.45 ms)
-#   bonsai   a Ternary Bonsai 8B-shaped Qwen3 GGUF (synth --shape qwen3-8b) on the group-scaled ternary kernels: decode
+#   bonsai   the group-scaled ternary kernel on the Qwen3-8B shapes (cuda-bench --grouped-kernels at
+#            BONSAI_KERNEL_BATCHES), then a Ternary Bonsai 8B-shaped Qwen3 GGUF (synth --shape qwen3-8b): decode
 #            steps at BONSAI_BATCHES (default 1,64,256) and `serve` under `bench serve` (128 / 128) at BONSAI_C
 #            (default "1 64 256"), with the GPU memory in use
 #   tp       tensor parallelism (needs 2 GPUs): the NCCL tests, greedy TP=1 vs TP=2, and a worker stopped (SIGSTOP)
@@ -97,6 +98,9 @@ for suite in "$@"; do
     Q8=/tmp/q8b.gguf
     [ -e $Q8 ] || timeout 300 "$TR" synth --shape qwen3-8b --tokenizer "$D/shared/tokenizers/qwen3" -o $Q8 \
       > "$OUT/synth_q8.log" 2>&1; say "synth qwen3-8b rc=$? $(ls -la $Q8 | awk '{print $5}') bytes $(el)"
+    timeout 200 "$TR" cuda-bench --grouped-kernels --kernel-batches "${BONSAI_KERNEL_BATCHES:-1,16,64,256}" \
+      > "$OUT/bonsai_kernels.md" 2>&1; say "bonsai kernels rc=$? $(el)"
+    grep -E "copy bandwidth|^\|" "$OUT/bonsai_kernels.md" | tee -a "$S"
     timeout 300 "$TR" cuda-bench -m $Q8 --batch "${BONSAI_BATCHES:-1,64,256}" --prompt 32 --gen 32 -r 3 \
       > "$OUT/bonsai_e2e.md" 2>&1; say "bonsai e2e rc=$? $(el)"
     grep -E "weights|GPU memory|KV cache|^\| [0-9]|rror" "$OUT/bonsai_e2e.md" | tee -a "$S"

@@ -14,6 +14,7 @@
 #include "kv/block_allocator.h"
 #include "backend/cuda/cuda_backend.h"
 #include "bench/cuda_kernel_bench.h"
+#include "bench/cuda_grouped_bench.h"
 #include "bench/cuda_int8_bench.h"
 
 namespace tritium::cli {
@@ -23,6 +24,7 @@ struct CudaBenchArgs {
   ModelOptions model;
   bool kernels = false;
   bool int8_kernels = false;
+  bool grouped_kernels = false;
   std::vector<int> kernel_batches = {1, 4, 16, 512};
   bool no_pdl = false;
   std::vector<int> batches = {1, 16};
@@ -32,11 +34,16 @@ struct CudaBenchArgs {
   std::string kv_dtype = "auto";
 };
 
-/// Bytes of weights the GPU reads per decode step: tc2 ternary / int8 / f32 projections + lm_head (bf16 or int8).
+/// Bytes of weights the GPU reads per decode step: tc2 ternary projections (+ their float32 group scales) / int8 /
+/// f32 projections, and the lm_head (ternary as the projections, int8 codes, or bf16).
 double gpu_weight_bytes(const Transformer& m) {
+  auto ternary = [](const TernaryLinear& t) {
+    const double codes = static_cast<double>(cuda::Tc2Shape::of(t.out_features(), t.in_features()).bytes());
+    return codes + (t.has_group_scales() ? 4.0 * static_cast<double>(t.out_features() * t.packed().groups()) : 0.0);
+  };
   double b = 0;
   auto lin = [&](const Linear& l) {
-    if (dynamic_cast<const TernaryLinear*>(&l)) b += static_cast<double>(cuda::Tc2Shape::of(l.out_features(), l.in_features()).bytes());
+    if (const auto* t = dynamic_cast<const TernaryLinear*>(&l)) b += ternary(*t);
     else if (dynamic_cast<const Int8Linear*>(&l)) b += static_cast<double>(l.out_features() * l.in_features());
     else b += 4.0 * static_cast<double>(l.out_features() * l.in_features());
   };
@@ -46,8 +53,10 @@ double gpu_weight_bytes(const Transformer& m) {
     lin(*L.gate_up);
     lin(*L.down);
   }
-  const double head = static_cast<double>(m.lm_head().out_features() * m.lm_head().in_features());
-  b += dynamic_cast<const Int8Linear*>(&m.lm_head()) ? head : 2.0 * head;  // int8 codes or bf16
+  const Linear& h = m.lm_head();
+  const double head = static_cast<double>(h.out_features() * h.in_features());
+  if (const auto* t = dynamic_cast<const TernaryLinear*>(&h)) b += ternary(*t);
+  else b += dynamic_cast<const Int8Linear*>(&h) ? head : 2.0 * head;  // int8 codes or bf16
   return b;
 }
 
@@ -58,6 +67,11 @@ int run(CudaBenchArgs a) {
     fmt::print("{}\n", cuda_kernel_bench(ko));
   }
   if (a.int8_kernels) fmt::print("{}\n", cuda_int8_kernel_bench(CudaKernelBenchOptions{}));
+  if (a.grouped_kernels) {
+    CudaKernelBenchOptions ko;
+    ko.batches = a.kernel_batches;
+    fmt::print("{}\n", cuda_grouped_kernel_bench(ko));
+  }
   if (a.model.model_dir.empty()) return 0;
   cuda_set_dependent_launch(!a.no_pdl);
   a.model.device = a.model.device == "cpu" ? "cuda" : a.model.device;
@@ -152,6 +166,8 @@ TRITIUM_REGISTER_COMMAND([](CLI::App& app) {
   add_model_options(sub, a->model);
   sub->add_flag("--kernels", a->kernels, "time the kernels on the 2B4T shapes");
   sub->add_flag("--int8-kernels", a->int8_kernels, "time the int8 GEMM / projections on Qwen2-1.5B shapes vs cuBLAS bf16");
+  sub->add_flag("--grouped-kernels", a->grouped_kernels,
+                "time the group-scaled ternary kernel (Ternary Bonsai) on Qwen3-8B shapes vs cuBLASLt int8 and cuBLAS bf16");
   sub->add_option("--kernel-batches", a->kernel_batches, "token counts of the kernel table")->delimiter(',');
   sub->add_flag("--no-pdl", a->no_pdl, "end-to-end decode without programmatic dependent launch");
   sub->add_option("--batch", a->batches, "decode batch sizes (sequences)")->delimiter(',');
