@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 
@@ -120,7 +121,19 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   lm.dir = resolve_model_dir(o.model_dir);
   const auto t0 = std::chrono::steady_clock::now();
   const LoadOptions lo = make_load_options(o);
+  // The tokenizer first: building it from a GGUF's metadata or a tokenizer.json holds tens of MB of temporaries
+  // (a 151k-token vocabulary and its merges as JSON), freed before the weights are loaded instead of on top of them.
+  // Its error waits until the weights have loaded, so a model that is broken in both reports the weights' first.
+  std::exception_ptr tokenizer_error;
+  if (need_tokenizer) {
+    try {
+      lm.tokenizer = load_model_tokenizer(lm.dir);
+    } catch (...) {
+      tokenizer_error = std::current_exception();
+    }
+  }
   std::unique_ptr<Transformer> model = load_transformer(lm.dir, lo);
+  if (tokenizer_error) std::rethrow_exception(tokenizer_error);
   if (lo.ternary_format_explicit) {
     bool any_ternary = false;
     for (const auto& L : model->layers())
@@ -134,7 +147,6 @@ LoadedModel load_model(const ModelOptions& o, bool need_tokenizer) {
   spec.cuda.single_sequence = o.single_sequence;
   spec.cuda.gemm_weights = o.gemm_weights;
   lm.backend = make_backend(std::move(model), spec);
-  if (need_tokenizer) lm.tokenizer = load_model_tokenizer(lm.dir);
   lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lm;
 }

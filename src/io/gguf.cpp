@@ -219,7 +219,11 @@ GgufValue GgufParser::value(uint32_t type, const std::string& key, int depth) {
   if (v.count_ > (size_ - pos_) / emin)
     fail("{}: metadata '{}': array of {} {} elements cannot fit in the {} bytes left in the file", f_.name_, key,
          v.count_, gguf_type_name(v.elem_), size_ - pos_);
-  if (v.elem_ == GgufType::kString || v.elem_ == GgufType::kArray) {
+  if (v.elem_ == GgufType::kString) {
+    const std::string elem = what + " (an element)";
+    v.strs_.reserve(static_cast<size_t>(v.count_));
+    for (uint64_t i = 0; i < v.count_; ++i) v.strs_.push_back(str(elem));
+  } else if (v.elem_ == GgufType::kArray) {
     v.items_.reserve(static_cast<size_t>(v.count_));
     for (uint64_t i = 0; i < v.count_; ++i) v.items_.push_back(value(et, fmt::format("{}[{}]", key, i), depth + 1));
   } else {
@@ -408,8 +412,13 @@ std::string GgufTensorInfo::ne_str() const {
 GgufValue GgufValue::at(uint64_t i) const {
   TRITIUM_CHECK(type_ == GgufType::kArray && i < count_, "GgufValue::at({}) on a {} of size {}", i,
                 gguf_type_name(type_), count_);
-  if (!items_.empty()) return items_[static_cast<size_t>(i)];
   GgufValue v;
+  if (elem_ == GgufType::kString) {
+    v.type_ = GgufType::kString;
+    v.str_ = strs_[static_cast<size_t>(i)];
+    return v;
+  }
+  if (elem_ == GgufType::kArray) return items_[static_cast<size_t>(i)];
   GgufParser::set_scalar(v, elem_, raw_ + i * min_value_bytes(static_cast<uint32_t>(elem_)));
   return v;
 }

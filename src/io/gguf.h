@@ -102,7 +102,9 @@ class GgufValue {
   std::string_view str_;
   const uint8_t* raw_ = nullptr;  ///< numeric arrays: the elements in place (little-endian, maybe unaligned)
   uint64_t count_ = 0;
-  std::vector<GgufValue> items_;  ///< string and nested arrays
+  std::vector<std::string_view> strs_;  ///< string arrays: the elements in place (16 bytes each: a tokenizer's
+                                        ///< 151k tokens and merges take 4.8 MB, not a GgufValue each)
+  std::vector<GgufValue> items_;        ///< nested arrays
 };
 
 /// One tensor of the directory, with its data located and its size checked.

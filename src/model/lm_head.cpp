@@ -132,7 +132,7 @@ std::unique_ptr<Linear> make_head_from_table(const Embedding& t, const std::stri
 
 std::unique_ptr<Linear> ternary_head_from_table(const Embedding& t, TernaryFormat fmt) {
   const int64_t V = t.rows(), H = t.cols(), G = (H + kTernaryGroupK - 1) / kTernaryGroupK;
-  constexpr int64_t kBlock = 2048;  // a multiple of i2's 16-row tiles
+  constexpr int64_t kBlock = 256;  // a multiple of i2's 16-row tiles; 2 MB of float32 rows at a time (H 2048)
   std::vector<float> scales(static_cast<size_t>(V * G));
   std::vector<float> block;
   // Rows [r0, r0 + rows) detected; their codes into `codes` (int8 [rows, H]) and their scales into `scales`.
