@@ -2,12 +2,14 @@
 // Only code built with TRITIUM_HAVE_CUDA includes this header.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <functional>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cuda/kernels.h"
 
 namespace tritium::cuda_bench {
@@ -21,6 +23,38 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <class T>
   T* as() const { return static_cast<T*>(p); }
+};
+
+/// Programmatic dependent launch off for the scope (kernels timed one by one would overlap under it), the setting
+/// restored on every exit.
+struct NoDependentLaunch {
+  bool was = cuda::dependent_launch();
+  NoDependentLaunch() { cuda::set_dependent_launch(false); }
+  ~NoDependentLaunch() { cuda::set_dependent_launch(was); }
+  NoDependentLaunch(const NoDependentLaunch&) = delete;
+  NoDependentLaunch& operator=(const NoDependentLaunch&) = delete;
+};
+
+/// A non-blocking stream and a cuBLAS handle on it with a 32 MB workspace, released on every exit.
+struct BlasStream {
+  cudaStream_t st = nullptr;
+  cublasHandle_t blas = nullptr;
+  DeviceBuffer ws{size_t{32} << 20};
+  BlasStream() {
+    cuda::check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+      cudaStreamDestroy(st);
+      fail("cublasCreate failed");
+    }
+    cublasSetStream(blas, st);
+    cublasSetWorkspace(blas, ws.p, size_t{32} << 20);
+  }
+  ~BlasStream() {
+    cublasDestroy(blas);
+    cudaStreamDestroy(st);
+  }
+  BlasStream(const BlasStream&) = delete;
+  BlasStream& operator=(const BlasStream&) = delete;
 };
 
 /// GPU microseconds per call: `launches` calls of fn(i) captured in one CUDA graph, median of `reps` replays

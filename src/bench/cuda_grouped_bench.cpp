@@ -47,18 +47,10 @@ struct Rotated {
 
 std::string cuda_grouped_kernel_bench(const CudaKernelBenchOptions& o) {
   check(cudaSetDevice(o.device), "cudaSetDevice");
-  struct PdlOff {  // kernels timed one by one (consecutive launches would overlap under PDL)
-    bool was = cuda::dependent_launch();
-    PdlOff() { cuda::set_dependent_launch(false); }
-    ~PdlOff() { cuda::set_dependent_launch(was); }
-  } pdl_off;
-  cudaStream_t st;
-  check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  cublasSetStream(blas, st);
-  Dev blas_ws(size_t{32} << 20);
-  cublasSetWorkspace(blas, blas_ws.p, size_t{32} << 20);
+  const cuda_bench::NoDependentLaunch no_pdl;  // kernels timed one by one
+  const cuda_bench::BlasStream bs;
+  cudaStream_t st = bs.st;
+  cublasHandle_t blas = bs.blas;
   cuda::Int8Workspace int8_ws;
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, o.device);
@@ -143,8 +135,6 @@ std::string cuda_grouped_kernel_bench(const CudaKernelBenchOptions& o) {
                          bf16_us / cold, sweep);
     }
   }
-  cublasDestroy(blas);
-  cudaStreamDestroy(st);
   return out;
 }
 

@@ -36,13 +36,9 @@ using cuda_bench::time_graph;
 
 std::string cuda_int8_kernel_bench(const CudaKernelBenchOptions& o) {
   check(cudaSetDevice(o.device), "cudaSetDevice");
-  cudaStream_t st;
-  check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  cublasSetStream(blas, st);
-  Buf blas_ws(size_t{32} << 20);
-  cublasSetWorkspace(blas, blas_ws.p, size_t{32} << 20);
+  const cuda_bench::BlasStream bs;
+  cudaStream_t st = bs.st;
+  cublasHandle_t blas = bs.blas;
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, o.device);
   std::string out = fmt::format("int8 projections on {} (Qwen2-1.5B MLP shapes, weights rotated over >= {} MB: cold "
@@ -124,8 +120,6 @@ std::string cuda_int8_kernel_bench(const CudaKernelBenchOptions& o) {
           }));
     }
   }
-  cublasDestroy(blas);
-  cudaStreamDestroy(st);
   return out;
 }
 

@@ -91,20 +91,10 @@ double cuda_copy_bandwidth_gbs(int device) {
 
 std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
   check(cudaSetDevice(o.device), "cudaSetDevice");
-  // Kernels timed one by one, without programmatic dependent launch (consecutive launches would overlap);
-  // the setting is restored on every exit.
-  struct PdlOff {
-    bool was = cuda::dependent_launch();
-    PdlOff() { cuda::set_dependent_launch(false); }
-    ~PdlOff() { cuda::set_dependent_launch(was); }
-  } pdl_off;
-  cudaStream_t st;
-  check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  cublasSetStream(blas, st);
-  Dev blas_ws(size_t{32} << 20);
-  cublasSetWorkspace(blas, blas_ws.p, size_t{32} << 20);
+  const cuda_bench::NoDependentLaunch no_pdl;  // kernels timed one by one
+  const cuda_bench::BlasStream bs;
+  cudaStream_t st = bs.st;
+  cublasHandle_t blas = bs.blas;
   cuda::Int8Workspace int8_ws;  // cuBLASLt handle and plans of the int8-copy rows
   std::string out;
   cudaDeviceProp prop{};
@@ -463,8 +453,6 @@ std::string cuda_kernel_bench(const CudaKernelBenchOptions& o) {
     });
     out += fmt::format("| flash-style prefill attention (H 20, KVH 5, D 128) | prefill {} | {:.2f} |\n", T, flash);
   }
-  cublasDestroy(blas);
-  cudaStreamDestroy(st);
   return out;
 }
 
