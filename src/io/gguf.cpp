@@ -465,6 +465,8 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
 void GgufFile::drop_metadata() {
   std::vector<std::pair<std::string, GgufValue>>().swap(kv_);
   std::unordered_map<std::string, size_t>().swap(kv_index_);
+  // Nothing refers to the header's bytes any more (string arrays were views into them): out of the resident set.
+  if (file_.data()) release_mapped_pages(file_.data(), static_cast<size_t>(data_offset_));
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

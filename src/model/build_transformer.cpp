@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/heap.h"
 #include "core/mapped_file.h"
 #include "model/arch.h"
 #include "model/lm_head.h"
@@ -35,6 +36,7 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
     L.o = projection(t.o);
     L.gate_up = projection(t.gate_up);
     L.down = projection(t.down);
+    release_free_heap();  // the layer's load temporaries: resident memory stays at the weights'
     if (opts.progress) opts.progress(l + 1, c.num_layers);
   }
   std::vector<float> final_norm = ws.vec(kFinalNormName, H);
@@ -57,6 +59,7 @@ std::unique_ptr<Transformer> build_transformer(ModelConfig c, const WeightSource
     head_table = embed;
   }
   if (!lm_head) lm_head = make_head_from_table(head_table, head_kind);
+  release_free_heap();
   return std::make_unique<Transformer>(std::move(c), std::move(embed), std::move(layers), std::move(final_norm),
                                        std::move(lm_head));
 }

@@ -1,5 +1,8 @@
 #include "model/linear.h"
 
+#include <algorithm>
+
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/scratch.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -65,10 +68,28 @@ TernaryLinear::TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float
     : Linear(w->rows(), w->cols()), w_(std::move(w)) {
   TRITIUM_CHECK(static_cast<int64_t>(group_scales.size()) == n_ * w_->groups(),
                 "TernaryLinear: {} group scales, expected {} x {}", group_scales.size(), n_, w_->groups());
-  tile_scales_ = cpu::tile_group_scales(group_scales.data(), n_, w_->groups());
+  const bool f16 = std::all_of(group_scales.begin(), group_scales.end(), [](float v) {
+    const uint16_t h = f32_to_f16(v);
+    return (h & 0x7C00) != 0x7C00 && f16_to_f32(h) == v;  // finite and exact
+  });
+  if (!f16) {
+    tile_scales_ = cpu::tile_group_scales(group_scales.data(), n_, w_->groups());
+    return;
+  }
+  const int64_t G = w_->groups();
+  tile_scales_f16_.assign(static_cast<size_t>((n_ + 15) / 16 * G * 16), 0);  // rows past N: zero
+  for (int64_t r = 0; r < n_; ++r)
+    for (int64_t g = 0; g < G; ++g)
+      tile_scales_f16_[static_cast<size_t>(((r / 16) * G + g) * 16 + r % 16)] =
+          f32_to_f16(group_scales[static_cast<size_t>(r * G + g)]);
 }
 
 std::vector<float> TernaryLinear::group_scales() const {
+  if (!tile_scales_f16_.empty()) {
+    std::vector<float> tiled(tile_scales_f16_.size());
+    for (size_t i = 0; i < tiled.size(); ++i) tiled[i] = f16_to_f32(tile_scales_f16_[i]);
+    return cpu::row_group_scales(tiled.data(), n_, w_->groups());
+  }
   if (tile_scales_.empty()) return {};
   return cpu::row_group_scales(tile_scales_.data(), n_, w_->groups());
 }
@@ -77,8 +98,9 @@ std::string TernaryLinear::format_name() const { return "ternary-" + std::string
 
 void TernaryLinear::forward(const float* x, int64_t M, float* y, std::span<const int64_t>) const {
   const QuantizedRows q = quantize_rows(x, M, k_);
-  if (!tile_scales_.empty()) {
-    cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, tile_scales_.data(), y);
+  if (has_group_scales()) {
+    if (!tile_scales_f16_.empty()) cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, tile_scales_f16_.data(), y);
+    else cpu::ternary_gemm_f32(*w_, q.x, q.inv_s, M, tile_scales_.data(), y);
     if (!bias_.empty())
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < n_; ++n) y[m * n_ + n] += bias_[n];

@@ -81,7 +81,8 @@ class TernaryLinear final : public Linear {
   };
   TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<Segment> segments);
   /// Per-row, per-group-of-128-along-K scales (Ternary Bonsai, post-training-quantized models): group_scales
-  /// [N, ceil(K/128)] row-major (held in the GEMM's tile-major layout, kernels/cpu/ternary_kernels.h).
+  /// [N, ceil(K/128)] row-major, held in the GEMM's tile-major layout (kernels/cpu/ternary_kernels.h) as fp16
+  /// when every scale is exactly an fp16 value (GGUF Q2_0's scales are: half the memory), else as float32.
   TernaryLinear(std::unique_ptr<PackedTernary> w, std::vector<float> group_scales);
   void forward(const float* x, int64_t M, float* y, std::span<const int64_t> row_begin = {}) const override;
   size_t weight_bytes() const override { return w_->bytes(); }
@@ -90,7 +91,9 @@ class TernaryLinear final : public Linear {
   const std::vector<Segment>& segments() const { return segments_; }
   /// The per-group scales [N, ceil(K/128)] row-major (a copy); empty unless the layer has them.
   std::vector<float> group_scales() const;
-  bool has_group_scales() const { return !tile_scales_.empty(); }
+  bool has_group_scales() const { return !tile_scales_.empty() || !tile_scales_f16_.empty(); }
+  /// Bytes of the group scales as held (2 or 4 per scale; 0 without them).
+  size_t group_scale_bytes() const { return tile_scales_.size() * 4 + tile_scales_f16_.size() * 2; }
   /// Adds a float bias [N] to the outputs (Qwen2's q/k/v bias after ternary PTQ).
   void set_bias(std::vector<float> bias);
   const std::vector<float>& bias() const { return bias_; }
@@ -98,7 +101,8 @@ class TernaryLinear final : public Linear {
  private:
   std::unique_ptr<PackedTernary> w_;
   std::vector<Segment> segments_;
-  std::vector<float> tile_scales_;  ///< the group scales tile-major (ternary_gemm_f32's layout)
+  std::vector<float> tile_scales_;         ///< the group scales tile-major (ternary_gemm_f32's layout), or
+  std::vector<uint16_t> tile_scales_f16_;  ///< the same as fp16 bit patterns when all are exact in fp16
   std::vector<float> bias_;
 };
 

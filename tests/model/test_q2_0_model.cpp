@@ -92,10 +92,16 @@ TEST(Q2_0Model, BothLayoutsGiveTheSixteenBitCheckpointsLogits) {
     // The head holds its own packed copy: lookups read the table's rows from the file, not through the mapping.
     EXPECT_TRUE(m->embed().reads_rows_from_file());
     EXPECT_EQ(m->embed().bytes(), static_cast<size_t>(m->vocab_size() * 128 / block * (2 + block / 4)));
+    // Q2_0's scales are fp16: held as fp16 (2 bytes per group), the file's own precision.
+    auto expect_fp16_scales = [](const Linear* lin) {
+      const auto* t = dynamic_cast<const TernaryLinear*>(lin);
+      ASSERT_NE(t, nullptr) << lin->format_name();
+      EXPECT_EQ(t->group_scale_bytes(), static_cast<size_t>(2 * ((t->out_features() + 15) / 16 * 16) * t->packed().groups()))
+          << t->out_features() << " x " << t->in_features();
+    };
     for (const auto& L : m->layers())
-      for (const Linear* lin : {L.qkv.get(), L.o.get(), L.gate_up.get(), L.down.get()})
-        EXPECT_NE(dynamic_cast<const TernaryLinear*>(lin), nullptr) << lin->format_name();
-    EXPECT_NE(dynamic_cast<const TernaryLinear*>(&m->lm_head()), nullptr) << m->lm_head().format_name();
+      for (const Linear* lin : {L.qkv.get(), L.o.get(), L.gate_up.get(), L.down.get()}) expect_fp16_scales(lin);
+    expect_fp16_scales(&m->lm_head());
     auto be = test::cpu_backend(std::move(m));
     for (const auto& p : g["prompts"]) {
       const auto ids = p["input_ids"].get<std::vector<int32_t>>();

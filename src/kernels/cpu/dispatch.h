@@ -3,7 +3,7 @@
 // The default is the best path the CPU supports (cpuid via __builtin_cpu_supports):
 //   amx is avx512 with the ternary GEMM (prefill) on AMX-INT8 tiles: it needs AMX-TILE + AMX-INT8 and Linux's
 //   permission for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once); avx512 needs AVX-512 F/BW/VL +
-//   VNNI + BMI2; avx2 needs AVX2 + FMA + BMI2; ref runs anywhere.
+//   VNNI + BMI2; avx2 needs AVX2 + FMA + BMI2 + F16C; ref runs anywhere.
 // The environment variable TRITIUM_KERNEL=ref|avx2|avx512|amx overrides it (read once, at first use), and
 // set_cpu_kernel_path() overrides both (for tests and benchmarks).
 #pragma once

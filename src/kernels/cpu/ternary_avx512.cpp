@@ -395,6 +395,14 @@ void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const in
   _mm512_storeu_ps(s, acc);
 }
 
+// fp16 -> float32 (F16C), exact.
+void widen_f16(const uint16_t* h, int64_t n, float* f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) f[i] = _cvtsh_ss(h[i]);
+}
+
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx512() {
@@ -403,6 +411,7 @@ const TernaryIsa& ternary_isa_avx512() {
                  &decode_bitcos, &mm_codes, 16, &mm_packed_rows, &rows_i2, 15};
     t.group_accumulate = &group_accumulate;
     t.gemv_i2_grouped = &gemv_i2_grouped;
+    t.widen_f16 = &widen_f16;
     return t;
   }();
   return isa;

@@ -3,7 +3,9 @@
 // group-scale combination (done here, in plain scalar code, so that every path rounds identically).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/scratch.h"
@@ -157,30 +159,51 @@ void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t*
   });
 }
 
-void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
-                      const float* group_scales, float* y) {
-  check_view(w);
-  if (M <= 0) return;
-  const KernelPath path = cpu_kernel_path();
-  if (path == KernelPath::kRef) return detail::ternary_gemm_f32_ref(w, x, act_scale, M, group_scales, y);
-  const detail::TernaryIsa& isa = isa_for(path);
+namespace {
+
+// The group scales of one tile, [G][16] float, as the kernels read them: a pointer into float32 scales, or the
+// tile's fp16 scales widened (exactly) into the calling thread's scratch.
+struct TileScalesF32 {
+  const float* gs;
+  int64_t G;
+  const float* tile(int64_t t) const { return gs + t * G * 16; }
+};
+struct TileScalesF16 {
+  const uint16_t* gs;
+  int64_t G;
+  void (*widen)(const uint16_t*, int64_t, float*);
+  const float* tile(int64_t t) const {
+    thread_local Scratch<float> buf;
+    float* f = buf.get(static_cast<size_t>(G * 16));
+    widen(gs + t * G * 16, G * 16, f);
+    return f;
+  }
+};
+
+void widen_f16_scalar(const uint16_t* h, int64_t n, float* f) {
+  for (int64_t i = 0; i < n; ++i) f[i] = f16_to_f32(h[i]);
+}
+
+template <class Scales>
+void gemm_f32_grouped(const detail::TernaryIsa& isa, const TernaryView& w, const int8_t* x, const float* act_scale,
+                      int64_t M, const Scales& scales, float* y) {
   const int64_t N = w.n, kp = w.kp, G = w.groups();
   const bool packed = isa.mm_packed && M >= 2;  // the tiled GEMM below reads x through pack_x_blocks only
   const PaddedX px = pad_activations(w, x, M, M >= 2 ? isa.pad_rows : 1, !packed);
   // s[i][r] += group_scale * (code sum - x sum): the same float operations, in the same order, as the ref.
-  auto accumulate = [&](int64_t t, int64_t g, int64_t m, const int32_t* out, float* s) {
+  auto accumulate = [&](int64_t t, int64_t g, const float* gs, int64_t m, const int32_t* out, float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) {
       const int32_t a = out[r] - px.sumx[m * G + g];
-      s[r] += group_scales[(t * G + g) * 16 + r] * static_cast<float>(a);
+      s[r] += gs[r] * static_cast<float>(a);
     }
   };
-  // The ISA's vector step when it has one (the same arithmetic lane by lane).
-  auto accumulate_rows = [&](int64_t t, int64_t g, int64_t m0, int mb, const int32_t* out, float* s) {
+  // The ISA's vector step when it has one (the same arithmetic lane by lane). gs: the group's 16 scales.
+  auto accumulate_rows = [&](int64_t t, int64_t g, const float* gs, int64_t m0, int mb, const int32_t* out, float* s) {
     if (!isa.group_accumulate) {
-      for (int i = 0; i < mb; ++i) accumulate(t, g, m0 + i, out + 16 * i, s + 16 * i);
+      for (int i = 0; i < mb; ++i) accumulate(t, g, gs, m0 + i, out + 16 * i, s + 16 * i);
       return;
     }
-    isa.group_accumulate(out, mb, px.sumx + m0 * G + g, G, group_scales + (t * G + g) * 16, s);
+    isa.group_accumulate(out, mb, px.sumx + m0 * G + g, G, gs, s);
   };
   auto finish = [&](int64_t t, int64_t m, const float* s) {
     for (int64_t r = 0; r < 16 && t * 16 + r < N; ++r) y[m * N + t * 16 + r] = act_scale[m] * s[r];
@@ -189,16 +212,17 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     parallel_for(w.tiles, 1, [&](int64_t t0, int64_t t1) {
       alignas(64) int32_t out[16];
       for (int64_t t = t0; t < t1; ++t) {
+        const float* gs = scales.tile(t);
         float s[16] = {};
         if (w.fmt == TernaryFormat::kI2 && isa.gemv_i2_grouped) {
-          isa.gemv_i2_grouped(w, t, px.xp, px.sumx, group_scales + t * G * 16, s);
+          isa.gemv_i2_grouped(w, t, px.xp, px.sumx, gs, s);
           finish(t, 0, s);
           continue;
         }
         uint64_t pos = w.fmt == TernaryFormat::kBitcos ? w.sign_offsets[t] : 0;
         for (int64_t g = 0; g < G; ++g) {
           isa.gemv_tile(w, t, g, g + 1, px.xp, &pos, out);
-          accumulate_rows(t, g, 0, 1, out, s);
+          accumulate_rows(t, g, gs + g * 16, 0, 1, out, s);
         }
         finish(t, 0, s);
       }
@@ -214,18 +238,50 @@ void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_sc
     float* s = s_buf.get(static_cast<size_t>(16 * isa.max_mb));
     for (int64_t t = t0; t < t1; ++t) {
       isa.decode_tile(w, t, codes);
+      const float* gs = scales.tile(t);
       for (int64_t m0 = 0; m0 < M; m0 += isa.max_mb) {
         const int mb = static_cast<int>(std::min<int64_t>(isa.max_mb, M - m0));
         std::fill(s, s + 16 * isa.max_mb, 0.0f);
+        if (!xk && isa.mm_grouped) {
+          isa.mm_grouped(codes, G, px.xp + m0 * kp, kp, mb, px.sumx + m0 * G, gs, s);
+          for (int i = 0; i < mb; ++i) finish(t, m0 + i, s + 16 * i);
+          continue;
+        }
         for (int64_t g = 0; g < G; ++g) {
           if (xk) isa.mm_packed(codes, g * 32, (g + 1) * 32, xk + m0 * kp, mb, out);
           else isa.mm_codes(codes, g * 32, (g + 1) * 32, px.xp + m0 * kp, kp, mb, out);
-          accumulate_rows(t, g, m0, mb, out, s);
+          accumulate_rows(t, g, gs + g * 16, m0, mb, out, s);
         }
         for (int i = 0; i < mb; ++i) finish(t, m0 + i, s + 16 * i);
       }
     }
   });
+}
+
+}  // namespace
+
+void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const float* group_scales, float* y) {
+  check_view(w);
+  if (M <= 0) return;
+  const KernelPath path = cpu_kernel_path();
+  if (path == KernelPath::kRef) return detail::ternary_gemm_f32_ref(w, x, act_scale, M, group_scales, y);
+  gemm_f32_grouped(isa_for(path), w, x, act_scale, M, TileScalesF32{group_scales, w.groups()}, y);
+}
+
+void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const uint16_t* group_scales_f16, float* y) {
+  check_view(w);
+  if (M <= 0) return;
+  const KernelPath path = cpu_kernel_path();
+  if (path == KernelPath::kRef) {
+    std::vector<float> gs(static_cast<size_t>(w.tiles * w.groups() * 16));
+    widen_f16_scalar(group_scales_f16, static_cast<int64_t>(gs.size()), gs.data());
+    return detail::ternary_gemm_f32_ref(w, x, act_scale, M, gs.data(), y);
+  }
+  const detail::TernaryIsa& isa = isa_for(path);
+  gemm_f32_grouped(isa, w, x, act_scale, M,
+                   TileScalesF16{group_scales_f16, w.groups(), isa.widen_f16 ? isa.widen_f16 : &widen_f16_scalar}, y);
 }
 
 std::vector<float> tile_group_scales(const float* row_major, int64_t n, int64_t groups) {

@@ -41,6 +41,13 @@ void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_
 void ternary_gemm_i32(const TernaryView& w, const int8_t* x, int64_t M, int32_t* acc);
 void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
                       const float* group_scales, float* y);
+/// The same with the group scales stored as IEEE fp16 bit patterns (Q2_0's own precision: half the memory of
+/// float32), same tile-major layout; each scale is widened exactly to float32, so y is identical to the float32
+/// call over the widened scales.
+void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const uint16_t* group_scales_f16, float* y);
+void ternary_gemm_f32(const TernaryView& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const uint16_t* group_scales_f16, float* y);
 
 /// Row-major scales [N, G] (scale(n, g) at n * G + g) in the tile-major layout of ternary_gemm_f32:
 /// [ceil(N / 16)][G][16], rows past N zero.
@@ -93,6 +100,14 @@ struct TernaryIsa {
   /// Null where the ISA has none (the caller then runs gemv_tile and group_accumulate per group).
   void (*gemv_i2_grouped)(const TernaryView& w, int64_t t, const int8_t* xp, const int32_t* sumx, const float* gs,
                           float* s) = nullptr;
+  /// The whole group-scaled GEMM of one decoded tile (codes as mm_codes reads them) for rows x_i = xp + i * ldx,
+  /// i < mb <= max_mb: for every group g in increasing order, s[i * 16 + r] += gs[g * 16 + r] * float(sum over
+  /// the group's k of codes * x_i - sumx[i * G + g]), in group_accumulate's arithmetic (gs: the tile's G x 16
+  /// scales). Null where the ISA has none (the caller then runs mm_codes and group_accumulate per group).
+  void (*mm_grouped)(const uint8_t* codes, int64_t G, const int8_t* xp, int64_t ldx, int mb, const int32_t* sumx,
+                     const float* gs, float* s) = nullptr;
+  /// f[i] = the fp16 bit pattern h[i] as float32 (exact), i < n. Null: the scalar conversion.
+  void (*widen_f16)(const uint16_t* h, int64_t n, float* f) = nullptr;
 
   void gemv_tile(const TernaryView& w, int64_t t, int64_t g0, int64_t g1, const int8_t* xp, uint64_t* sign_pos,
                  int32_t* out) const {

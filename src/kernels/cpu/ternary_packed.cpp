@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/parallel.h"
 #include "formats/ternary_int8.h"
 #include "formats/ternary_tiled.h"
@@ -62,6 +63,16 @@ void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_
   if (const auto* t = dynamic_cast<const TiledTernary*>(&w))
     return ternary_gemm_f32(t->view(), x, act_scale, M, group_scales, y);
   return int8_gemm_f32(w, x, act_scale, M, group_scales, y);
+}
+
+void ternary_gemm_f32(const PackedTernary& w, const int8_t* x, const float* act_scale, int64_t M,
+                      const uint16_t* group_scales_f16, float* y) {
+  if (const auto* t = dynamic_cast<const TiledTernary*>(&w))
+    return ternary_gemm_f32(t->view(), x, act_scale, M, group_scales_f16, y);
+  const int64_t n = (w.rows() + 15) / 16 * 16 * w.groups();
+  std::vector<float> gs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) gs[static_cast<size_t>(i)] = f16_to_f32(group_scales_f16[i]);
+  return int8_gemm_f32(w, x, act_scale, M, gs.data(), y);
 }
 
 }  // namespace tritium::cpu

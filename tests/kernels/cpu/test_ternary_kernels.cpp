@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/cpu/dispatch.h"
@@ -155,6 +156,64 @@ TEST(TernaryKernels, GemmF32GroupScalesIdenticalOnEveryPath) {
           cpu::ternary_gemm_f32(*p, x.data() + m * c.k, as.data() + m, 1, tiled.data(), one.data());
           ASSERT_EQ(0, std::memcmp(one.data(), ref.data() + m * c.n, one.size() * sizeof(float)));
         }
+      }
+    }
+  }
+}
+
+// fp16 group scales (Q2_0's precision): each path's result equals the float32 call over the widened scales.
+TEST(TernaryKernels, GemmF32Fp16GroupScalesEqualWidenedFloat32) {
+  PathGuard guard;
+  std::mt19937 rng(7);
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 2597}, {16, 128}, {5, 300}}) {
+    const int64_t G = (k + 127) / 128, Mmax = 9;
+    const auto w = random_ternary(n, k, 0.42, rng);
+    const auto x = random_x(Mmax, k, rng);
+    std::uniform_real_distribution<float> u(0.001f, 0.05f);
+    std::vector<float> gs(static_cast<size_t>(n * G)), as(Mmax, 0.02f);
+    for (auto& v : gs) v = f16_to_f32(f32_to_f16(u(rng)));  // exact in fp16
+    const std::vector<float> tiled = cpu::tile_group_scales(gs.data(), n, G);
+    std::vector<uint16_t> tiled16(tiled.size());
+    for (size_t i = 0; i < tiled.size(); ++i) tiled16[i] = f32_to_f16(tiled[i]);
+    for (TernaryFormat f : kFormats) {
+      auto p = pack_ternary(f, w.data(), n, k);
+      for (int64_t M : {int64_t{1}, int64_t{3}, Mmax}) {
+        for (KernelPath path : supported_paths()) {
+          cpu::set_cpu_kernel_path(path);
+          std::vector<float> want(static_cast<size_t>(M * n)), got(want.size(), -1.0f);
+          cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, tiled.data(), want.data());
+          cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, tiled16.data(), got.data());
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+              << ternary_format_name(f) << " path " << cpu::kernel_path_name(path) << " M=" << M;
+        }
+      }
+    }
+  }
+}
+
+// The largest group sums the format admits: every activation -128 or 127 against all-(+1) / all-(-1) rows
+// (|sum| = 128 x 128 = 16,384 per group), where a kernel summing a group in 16-bit lanes is closest to overflow.
+TEST(TernaryKernels, GemmF32GroupSumsAtTheLimits) {
+  PathGuard guard;
+  const int64_t n = 32, k = 512, G = 4;
+  std::vector<int8_t> w(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) w[r * k + i] = r % 3 == 0 ? 1 : r % 3 == 1 ? -1 : static_cast<int8_t>((i % 3) - 1);
+  for (int8_t v : {int8_t{-128}, int8_t{127}}) {
+    const int64_t M = 6;
+    std::vector<int8_t> x(static_cast<size_t>(M * k), v);
+    std::vector<float> gs(static_cast<size_t>(n * G), 1.0f), as(M, 1.0f);
+    const std::vector<float> tiled = cpu::tile_group_scales(gs.data(), n, G);
+    const auto want = naive(w, x, M, n, k);
+    for (TernaryFormat f : kFormats) {
+      auto p = pack_ternary(f, w.data(), n, k);
+      for (KernelPath path : supported_paths()) {
+        cpu::set_cpu_kernel_path(path);
+        std::vector<float> got(static_cast<size_t>(M * n));
+        cpu::ternary_gemm_f32(*p, x.data(), as.data(), M, tiled.data(), got.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], static_cast<float>(want[i])) << ternary_format_name(f) << " path "
+                                                         << cpu::kernel_path_name(path) << " i=" << i;
       }
     }
   }
