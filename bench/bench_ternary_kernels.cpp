@@ -2,8 +2,9 @@
 // GEMV (M = 1, decode), a 4-row decode batch (M = 4, what 4 concurrent streams run) and GEMM (M = 128, prefill),
 // plus this machine's two ceilings: streaming read bandwidth and the int8 multiply-accumulate rate of VNNI.
 //
-// Names: <gemv|gemm4|gemm128>/<format>/<N>x<K>/z<zero density>/t<threads>, readbw/<isa>/t<threads> and
-// macs/avx512vnni/t<threads>.
+// Names: <gemv|gemm4|gemm128>/<format>/<N>x<K>/z<zero density>/t<threads>, readbw/<isa>/t<threads>,
+// macs/avx512vnni/t<threads>, and grouped128/i2/<N>x<K>/... (the group-scaled GEMM of Ternary Bonsai, 128 rows of x,
+// on the Qwen3-1.7B projection shapes).
 // Counters: weight_GBps = packed weight bytes (bytes(), overhead included) streamed per second;
 // tok_per_s = rows of x per second; GMACps = int8 multiply-accumulates (N x K x M) per second, to compare with
 // macs/avx512vnni (vpdpbusd on registers only: 64 MACs per instruction, 8 independent chains). GEMV and the
@@ -86,6 +87,28 @@ void bm_ternary(benchmark::State& st, TernaryFormat f, Shape s, double z, int64_
   st.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(M), benchmark::Counter::kIsIterationInvariantRate);
   st.counters["bits_per_w"] = 8.0 * bytes / static_cast<double>(s.n * s.k);
+  st.counters["GMACps"] = benchmark::Counter(1e-9 * static_cast<double>(s.n * s.k * M),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Group-scaled GEMM (Ternary Bonsai: a float scale per 128 weights of a row) on the Qwen3-1.7B projection shapes,
+// i2 storage, the prefill path (ternary_gemm_f32: int32 group sums, then the per-group float epilogue).
+void bm_grouped(benchmark::State& st, Shape s, int64_t M, int threads) {
+  set_num_threads(threads);
+  const auto& mats = matrices(TernaryFormat::kI2, s, 0.42, false);
+  const int64_t G = (s.k + 127) / 128;
+  std::mt19937 rng(2);
+  std::vector<float> scales(static_cast<size_t>(s.n * G));
+  for (auto& v : scales) v = 0.01f + 0.001f * static_cast<float>(rng() % 64);
+  const std::vector<float> tiled = cpu::tile_group_scales(scales.data(), s.n, G);
+  std::vector<int8_t> x(static_cast<size_t>(M * s.k));
+  for (auto& v : x) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<float> act(static_cast<size_t>(M), 0.02f), y(static_cast<size_t>(M * s.n));
+  for (auto _ : st) {
+    cpu::ternary_gemm_f32(*mats[0], x.data(), act.data(), M, tiled.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(M), benchmark::Counter::kIsIterationInvariantRate);
   st.counters["GMACps"] = benchmark::Counter(1e-9 * static_cast<double>(s.n * s.k * M),
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -210,6 +233,16 @@ int main(int argc, char** argv) {
           }
         }
       }
+    }
+  }
+  for (int t : thread_counts()) {
+    for (const Shape& s : {Shape{4096, 2048}, Shape{2048, 2048}, Shape{12288, 2048}, Shape{2048, 6144}}) {
+      char name[160];
+      std::snprintf(name, sizeof name, "grouped128/i2/%ldx%ld/z0.420/t%d", static_cast<long>(s.n),
+                    static_cast<long>(s.k), t);
+      benchmark::RegisterBenchmark(name, [=](benchmark::State& st) { bm_grouped(st, s, 128, t); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   benchmark::Initialize(&argc, argv);

@@ -243,12 +243,14 @@ void mm(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t 
   for (int i = 0; i < MB; ++i) store_rows(lo[i], hi[i], out + 16 * i);
 }
 
+void mm4_groups(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int32_t* out);
+
 void mm_codes(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int mb, int32_t* out) {
   switch (mb) {
     case 1: return mm<1>(codes, s0, s1, xp, ldx, out);
     case 2: return mm<2>(codes, s0, s1, xp, ldx, out);
     case 3: return mm<3>(codes, s0, s1, xp, ldx, out);
-    case 4: return mm<4>(codes, s0, s1, xp, ldx, out);
+    case 4: return mm4_groups(codes, s0, s1, xp, ldx, out);
     default: break;
   }
 }
@@ -272,6 +274,80 @@ void group_accumulate(const int32_t* out, int mb, const int32_t* sumx, int64_t G
   }
 }
 
+// One group (32 k-steps) of a decoded tile against four rows of x (x0..x3 at the group's first k), summed in the
+// 16-bit lanes maddubs produces: a lane holds sum over the group of c x + c' x' with c in {0, 1, 2} and x in
+// [-128, 127], |.| <= 32 x 512 = 16,384, so the 16-bit sums are exact and are widened once per group. Per k-step
+// and row that is 2 maddubs + 2 adds (mm: 2 maddubs + 1 add + 1 madd + 1 add). The empty asm keeps the eight sums
+// in registers: without it GCC 12 shuffles them through spare registers and the stack every k-step (0.7x).
+struct Rows4 {
+  __m256i l0, l1, l2, l3, h0, h1, h2, h3;
+};
+
+__attribute__((always_inline)) inline Rows4 group_rows4(const uint8_t* c, const int8_t* x0, const int8_t* x1,
+                                                        const int8_t* x2, const int8_t* x3) {
+  __m256i l0 = _mm256_setzero_si256(), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+  for (int st = 0; st < 32; ++st) {
+    const __m256i wl = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + st * 64));
+    const __m256i wh = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + st * 64 + 32));
+    __m256i x = bcast4(x0 + 4 * st);
+    l0 = _mm256_add_epi16(l0, mul(wl, x));
+    h0 = _mm256_add_epi16(h0, mul(wh, x));
+    x = bcast4(x1 + 4 * st);
+    l1 = _mm256_add_epi16(l1, mul(wl, x));
+    h1 = _mm256_add_epi16(h1, mul(wh, x));
+    x = bcast4(x2 + 4 * st);
+    l2 = _mm256_add_epi16(l2, mul(wl, x));
+    h2 = _mm256_add_epi16(h2, mul(wh, x));
+    x = bcast4(x3 + 4 * st);
+    l3 = _mm256_add_epi16(l3, mul(wl, x));
+    h3 = _mm256_add_epi16(h3, mul(wh, x));
+    asm("" : "+x"(l0), "+x"(l1), "+x"(l2), "+x"(l3), "+x"(h0), "+x"(h1), "+x"(h2), "+x"(h3));
+  }
+  return {l0, l1, l2, l3, h0, h1, h2, h3};
+}
+
+// mm_codes for four rows: the group sums of group_rows4 widened and added to the int32 sums in out.
+void mm4_groups(const uint8_t* codes, int64_t s0, int64_t s1, const int8_t* xp, int64_t ldx, int32_t* out) {
+  std::memset(out, 0, 4 * 16 * sizeof(int32_t));
+  for (int64_t s = s0; s < s1; s += 32) {
+    const Rows4 r = group_rows4(codes + s * 64, xp + 4 * s, xp + ldx + 4 * s, xp + 2 * ldx + 4 * s,
+                                xp + 3 * ldx + 4 * s);
+    const __m256i lo[4] = {r.l0, r.l1, r.l2, r.l3}, hi[4] = {r.h0, r.h1, r.h2, r.h3};
+    for (int i = 0; i < 4; ++i) {
+      __m256i* o = reinterpret_cast<__m256i*>(out + 16 * i);
+      _mm256_storeu_si256(o, _mm256_add_epi32(_mm256_loadu_si256(o), widen(lo[i])));
+      _mm256_storeu_si256(o + 1, _mm256_add_epi32(_mm256_loadu_si256(o + 1), widen(hi[i])));
+    }
+  }
+}
+
+// TernaryIsa::mm_grouped: four rows at a time through group_rows4, then each group's scaled step; fewer rows
+// through mm and group_accumulate.
+void mm_grouped(const uint8_t* codes, int64_t G, const int8_t* xp, int64_t ldx, int mb, const int32_t* sumx,
+                const float* gs, float* s) {
+  if (mb != 4) {
+    alignas(32) int32_t out[16 * 4];
+    for (int64_t g = 0; g < G; ++g) {
+      mm_codes(codes, g * 32, (g + 1) * 32, xp, ldx, mb, out);
+      group_accumulate(out, mb, sumx + g, G, gs + g * 16, s);
+    }
+    return;
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t k = g * kTernaryGroupK;
+    const Rows4 r = group_rows4(codes + g * 32 * 64, xp + k, xp + ldx + k, xp + 2 * ldx + k, xp + 3 * ldx + k);
+    const __m256i lo[4] = {r.l0, r.l1, r.l2, r.l3}, hi[4] = {r.h0, r.h1, r.h2, r.h3};
+    const __m256 sl = _mm256_loadu_ps(gs + g * 16), sh = _mm256_loadu_ps(gs + g * 16 + 8);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i sx = _mm256_set1_epi32(sumx[i * G + g]);
+      float* si = s + 16 * i;
+      _mm256_storeu_ps(si, _mm256_add_ps(_mm256_loadu_ps(si), scaled(_mm256_sub_epi32(widen(lo[i]), sx), sl)));
+      _mm256_storeu_ps(si + 8,
+                       _mm256_add_ps(_mm256_loadu_ps(si + 8), scaled(_mm256_sub_epi32(widen(hi[i]), sx), sh)));
+    }
+  }
+}
+
 // gemv_i2 with the group's sums scaled and added as each group of 8 blocks ends (TernaryIsa::gemv_i2_grouped).
 void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const int32_t* sumx, const float* gs,
                      float* s) {
@@ -289,6 +365,14 @@ void gemv_i2_grouped(const TernaryView& w, int64_t t, const int8_t* xp, const in
   _mm256_storeu_ps(s + 8, fhi);
 }
 
+// fp16 -> float32 (F16C), exact.
+void widen_f16(const uint16_t* h, int64_t n, float* f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) f[i] = _cvtsh_ss(h[i]);
+}
+
 }  // namespace
 
 const TernaryIsa& ternary_isa_avx2() {
@@ -297,6 +381,8 @@ const TernaryIsa& ternary_isa_avx2() {
                  &decode_tq1, &decode_bitcos, &mm_codes, 4};
     t.group_accumulate = &group_accumulate;
     t.gemv_i2_grouped = &gemv_i2_grouped;
+    t.widen_f16 = &widen_f16;
+    t.mm_grouped = &mm_grouped;
     return t;
   }();
   return isa;
