@@ -32,6 +32,13 @@ bool amx_usable() {
   }();
   return ok;
 }
+
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c").
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 }  // namespace
 
 std::string_view kernel_path_name(KernelPath p) {
@@ -57,7 +64,7 @@ bool kernel_path_supported(KernelPath p) {
     case KernelPath::kRef: return true;
     case KernelPath::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
-             __builtin_cpu_supports("f16c");
+             has_f16c();
     case KernelPath::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
