@@ -10,7 +10,8 @@
 
 namespace tritium::cpu {
 
-// quantize_avx512.cpp
+// quantize_avx2.cpp, quantize_avx512.cpp
+void quantize_row_absmax_i8_avx2(const float* xr, int64_t K, int8_t* qr, float* inv_scale);
 void quantize_row_absmax_i8_avx512(const float* xr, int64_t K, int8_t* qr, float* inv_scale);
 
 namespace {
@@ -94,13 +95,18 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void quantize_rows_absmax_i8(const float* x, int64_t M, int64_t K, int8_t* q, float* inv_scale) {
-  const bool avx512 = has_avx512(cpu_kernel_path());
+  const KernelPath path = cpu_kernel_path();
+  const bool avx512 = has_avx512(path), avx2 = path == KernelPath::kAvx2;
   auto rows = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const float* xr = x + m * K;
       int8_t* qr = q + m * K;
       if (avx512) {
         quantize_row_absmax_i8_avx512(xr, K, qr, inv_scale + m);
+        continue;
+      }
+      if (avx2) {
+        quantize_row_absmax_i8_avx2(xr, K, qr, inv_scale + m);
         continue;
       }
       float amax = 0.0f;
