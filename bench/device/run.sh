@@ -3,7 +3,7 @@
 # .device/payload.tar.xz carried (bench/device/pack.sh builds it here; DEVICE_DIR names another folder holding
 # it). Writes each suite's log and a summary into $OUT. Every step has a timeout, so a hung step costs its limit,
 # not the lease.
-#   test     the CUDA tests and the backend harness (every backend against the CPU reference), and
+#   test     the CUDA tests and the backend harness (every backend against the CPU reference; TEST_FILTER: others), and
 #            compute-sanitizer memcheck on the kernel, sampler and harness tests (MEMCHECK_FILTER: other tests)
 #   kernels  cuda-bench --kernels --int8-kernels: GEMV/GEMM of both ternary layouts and int8 against cuBLAS bf16
 #            and the copy bandwidth measured in the same run (token counts KERNEL_BATCHES, default 1,4,16,512)
@@ -19,6 +19,9 @@
 #            BONSAI_KERNEL_BATCHES), then a Ternary Bonsai 8B-shaped Qwen3 GGUF (synth --shape qwen3-8b): decode
 #            steps at BONSAI_BATCHES (default 1,64,256) and `serve` under `bench serve` (128 / 128) at BONSAI_C
 #            (default "1 64 256"), with the GPU memory in use
+#   profile  Nsight Compute's GPU time per kernel over the first PROFILE_LAUNCHES (default 1500) launches of
+#            one-token decode steps (cuda-bench --prompt 1) of PROFILE_MODEL (default the qwen3-8b shape of
+#            `bonsai`), summed by kernel name with the share of the total
 #   tp       tensor parallelism (needs 2 GPUs): the NCCL tests, greedy TP=1 vs TP=2, and a worker stopped (SIGSTOP)
 #            while serving: the leader must answer with an error within TRITIUM_TP_TIMEOUT, not hang
 # When the payload holds bin/tritium-base (pack.sh with BASE_BUILD set: the build before a change), e2e and serve
@@ -44,7 +47,7 @@ synth() { [ -e $SYN/config.json ] || timeout 120 "$TR" synth --shape bitnet-2b4t
 for suite in "$@"; do
   case "$suite" in
   test)
-    timeout 400 "$TT" --gtest_filter='*Cuda*:Cuda*.*:Backends.*:DeviceSampling.*' > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
+    timeout 400 "$TT" --gtest_filter="${TEST_FILTER:-*Cuda*:Cuda*.*:Backends.*:DeviceSampling.*}" > "$OUT/test.log" 2>&1; say "cuda tests rc=$? $(el)"
     grep -E "^  \[cuda" "$OUT/test.log" | tee -a "$S"
     grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|tests ran" "$OUT/test.log" | head -30 | tee -a "$S"
     timeout 300 compute-sanitizer --tool memcheck "$TT" --gtest_filter="${MEMCHECK_FILTER:-CudaKernels.*:CudaTc2.*:CudaTcb.*:CudaLayouts.TinyBitnet*:Backends.TinyBitnet*:CudaSampling.*:EngineRequests.DeviceSamplingMatchesHostSamplingCuda:EngineBatchInvariance.GreedyAloneVsConcurrentPrefixCachingAndPreemptionCuda}" \
@@ -141,6 +144,28 @@ for suite in "$@"; do
     say "service class: highest concurrency meeting P99 TTFT < 350 ms and >= 22 tok/s per stream: $best $(el)"
     kill -TERM $SP; wait $SP
     ;;
+  profile)
+    PM=${PROFILE_MODEL:-/tmp/q8b.gguf}
+    [ -e "$PM" ] || timeout 300 "$TR" synth --shape qwen3-8b --tokenizer "$D/shared/tokenizers/qwen3" -o "$PM" \
+      > "$OUT/synth_profile.log" 2>&1
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    timeout 400 "$NCU" --metrics gpu__time_duration.sum --csv --print-units base -c "${PROFILE_LAUNCHES:-1500}" \
+      "$TR" cuda-bench -m "$PM" --batch 1 --prompt 1 --gen 4 -r 1 > "$OUT/profile.csv" 2> "$OUT/profile.err"
+    say "profile rc=$? $(el)"
+    python3 - "$OUT/profile.csv" <<'PY' | tee -a "$S"
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+h = rows[0]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+t, n = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    name = r[ki].split("(")[0].split("<")[0].replace("void ", "")
+    t[name] += float(r[vi].replace(",", "")); n[name] += 1
+tot = sum(t.values())
+print(f"profile: {sum(n.values())} launches, {tot / 1e3:.1f} us of GPU time")
+for k, v in t.most_common(14):
+    print(f"  {v / 1e3:10.1f} us {100 * v / tot:5.1f}%  {n[k]:5d} x {v / n[k] / 1e3:7.2f} us  {k}")
+PY
+    ;;
   tp)
     timeout 400 "$TT" --gtest_filter='TensorParallel*' > "$OUT/tp_tests.log" 2>&1; say "tp tests rc=$? $(el)"
     grep -E "^\[  (PASSED|FAILED)|FAILED|tp2 vs tp1|SKIP" "$OUT/tp_tests.log" | head -20 | tee -a "$S"
@@ -168,7 +193,7 @@ print(f'{time.time()-t:.1f} s')"; }
     kill -CONT "$W"; kill -TERM $SP; sleep 3; kill -KILL $SP "$W" 2>/dev/null
     grep -m2 "did not complete\|NCCL error" "$OUT/tp_dead.log" | tee -a "$S"
     ;;
-  *) say "unknown suite '$suite' (test, kernels, e2e, serve, service, tp)" ;;
+  *) say "unknown suite '$suite' (test, kernels, e2e, serve, service, bonsai, profile, tp)" ;;
   esac
 done
 say "done $(el)"

@@ -58,8 +58,8 @@ std::string cuda_grouped_kernel_bench(const CudaKernelBenchOptions& o) {
   std::string out = fmt::format("GPU: {} ({} SMs); copy bandwidth {:.0f} GB/s (read + write)\n\n", prop.name,
                                 prop.multiProcessorCount, copy_gbs);
   out += "| shape (N x K) | M | group-scaled ternary us (cold) | us (hot) | weight GB/s (cold) | % copy BW | cuBLASLt "
-         "int8 over an int8 copy us (cold) | ratio | cuBLAS bf16 us (cold) | ratio | warp tiles (token x row tiles) us "
-         "(cold) |\n";
+         "int8 over an int8 copy us (cold) | ratio | cuBLAS bf16 us (cold) | ratio | tilings us (cold): dp4a groups per round, "
+         "mma token x row tiles |\n";
   out += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   struct Shape { int n, k; const char* name; };
   const Shape shapes[] = {{6144, 4096, "qkv 6144x4096"}, {4096, 4096, "o 4096x4096"},
@@ -112,12 +112,17 @@ std::string cuda_grouped_kernel_bench(const CudaKernelBenchOptions& o) {
         });
       };
       const double cold = grouped(true, 0, 0), hot = grouped(false, 0, 0);
-      // Above 8 tokens, each warp tiling of the tensor-core kernel (cold), beside the automatic choice.
+      // Each kernel and tiling (cold) beside the automatic choice: up to 8 tokens the dp4a kernel with 1 or 2
+      // groups per lane and round and the tensor-core kernel's narrow warp tiles, above its every warp tiling.
       std::string sweep;
       if (M > 8)
         for (int tm : {1, 2})
           for (int nt : {1, 2, 4})
             sweep += fmt::format("{}{}x{} {:.1f}", sweep.empty() ? "" : ", ", tm, nt, grouped(true, tm, nt));
+      else
+        for (auto [a, b] : {std::pair{1, 0}, {2, 0}, {1, 1}, {1, 2}})
+          sweep += fmt::format("{}{} {:.1f}", sweep.empty() ? "" : ", ",
+                               b == 0 ? fmt::format("dp4a d{}", a) : fmt::format("mma {}x{}", a, b), grouped(true, a, b));
       const double int8_us = time_graph(st, o.launches, o.reps, [&](int i) {
         int8_ws.gemm(i8.at<int8_t>(i), np16, static_cast<int>(s.kp), dxq.as<int8_t>(), M, dacc.as<int32_t>(), np16, st,
                      2);

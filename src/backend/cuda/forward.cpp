@@ -175,10 +175,10 @@ void CudaBackend::run_body(int M, int S, int O, const DevKv& kv) {
   for (int l = 0; l < c_.num_layers; ++l) {
     const DevLayer& L = layers_[l];
     apply(L.qkv, x_, Hd, nullptr, L.in_norm, M, qkv_, qkvw, false);
-    if (c_.qk_norm) {  // Qwen3: RMSNorm of each q and k head, before RoPE
+    if (c_.qk_norm) {  // Qwen3: RMSNorm of each q and k head (the k heads follow the q heads), before RoPE
       flush_pending();
-      cuda::head_rms_norm(qkv_, M, qkvw, c_.num_heads, c_.head_dim, L.q_norm, c_.rms_norm_eps, stream_);
-      cuda::head_rms_norm(qkv_ + qd, M, qkvw, c_.num_kv_heads, c_.head_dim, L.k_norm, c_.rms_norm_eps, stream_);
+      cuda::head_rms_norm(qkv_, M, qkvw, c_.num_heads, c_.head_dim, L.q_norm, c_.rms_norm_eps, stream_,
+                          c_.num_kv_heads, L.k_norm);
     }
     if (M == S && attn_gqa_) {  // decode: one new token per sequence; RoPE + KV write inside the attention kernel
       // The grid depends on the largest context's chunk count only (graph-safe for the positions in between). The

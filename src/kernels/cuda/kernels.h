@@ -100,14 +100,14 @@ int tiled_gemm_split_for(int np, int M, int kp);
 ///   v = inv_s[m] * sum_g group_scales[r, g] * float(sum_{k in group g} w[r, k] * xq[m, k])  (+ bias[r]),
 /// the float sum in increasing g from 0.0f with a multiplication then an addition per group (no FMA), so v equals
 /// the CPU's bit for bit; stored to ep.y[m * ep.ldy + r] or added to it (ep.add; ep's segment scales unused). Any
-/// M >= 1: up to 8 tokens by dp4a in one block per row tile, more on the int8 tensor cores (mma.sync, sm_80+), a
-/// warp taking warp_token_tiles x 16 tokens (1 or 2) of warp_row_tiles x 8 rows (1, 2 or 4); 0, 0 = chosen from
-/// the shape and the SM count (the benchmark sets them). Every token tile reads the weights (from L2 after the
+/// M >= 1: by dp4a (up to 8 tokens; tile_a = 1 or 2 groups per lane and round, tile_b = 0) or on the int8 tensor
+/// cores (mma.sync, sm_80+; a warp taking tile_a x 16 tokens (1 or 2) of tile_b x 8 rows (1, 2 or 4)); 0, 0 =
+/// chosen from the shape and the SM count (the benchmark and the tests set them). Every token tile reads the weights (from L2 after the
 /// first). The same floats for a token whatever M and the tiles are (batch invariance).
-/// Throws tritium::Error on null buffers, a padded shape that does not fit [n, k] or other warp tiles.
+/// Throws tritium::Error on null buffers, a padded shape that does not fit [n, k] or other tiles.
 void ternary_grouped_matmul(const uint32_t* w, const float* group_scales, const float* bias, int n, int np, int k,
                             int kp, const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& ep,
-                            cudaStream_t stream, int warp_token_tiles = 0, int warp_row_tiles = 0);
+                            cudaStream_t stream, int tile_a = 0, int tile_b = 0);
 
 /// Integer-only variant for tests: acc[m * n + r] = sum_k w[r, k] * x[m, k] (exact int32), same kernels.
 void ternary_matmul_i32(const uint32_t* w, int n, int np, int kp, const int8_t* xq, const int32_t* sumq, int M,
@@ -249,9 +249,11 @@ struct KvFormat {
 
 /// Per-head RMSNorm in place (Qwen3's q_norm / k_norm, before RoPE): in each of `rows` rows of x (row stride
 /// `stride` floats), the `heads` vectors of D floats that start at the row are normalized with weight [D] as
-/// kernels/cpu head_rms_norm does (sum of squares in double, y = weight * (x * inv)).
+/// kernels/cpu head_rms_norm does (sum of squares in double, y = weight * (x * inv)); the `heads2` vectors that
+/// follow them (the k heads after the q heads) with weight2 [D], in the same launch. Throws tritium::Error on
+/// negative head counts or heads2 > 0 without weight2.
 void head_rms_norm(float* x, int rows, int64_t stride, int heads, int D, const float* weight, float eps,
-                   cudaStream_t stream);
+                   cudaStream_t stream, int heads2 = 0, const float* weight2 = nullptr);
 
 /// Metadata arrays (row_map, pos, seq, block_tables) and the cos/sin tables may be read before the
 /// programmatic-dependent-launch wait (launch.cuh): they must not be written by a kernel on the same stream (the

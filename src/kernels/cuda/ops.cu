@@ -263,15 +263,19 @@ __global__ void rope_kv_kernel(float* __restrict__ qkv, int H, int KVH, int D, c
   for (int d = threadIdx.x; d < kvd; d += blockDim.x) KvIO<KT>::store(vpool + slot + d, row[qd + kvd + d], kvs);
 }
 
-// One warp per head vector: sum of squares in double (warp order), y = w * (x * inv) as row_rms_norm.
-__global__ void head_rms_norm_kernel(float* __restrict__ x, int rows, int64_t stride, int heads, int D,
-                                     const float* __restrict__ w, float eps) {
+// One warp per head vector: sum of squares in double (warp order), y = w * (x * inv) as row_rms_norm. A row's
+// first heads1 vectors take weight w1, the next heads2 weight w2 (Qwen3's q heads, then its k heads, in one launch).
+__global__ void head_rms_norm_kernel(float* __restrict__ x, int rows, int64_t stride, int heads1, int heads2, int D,
+                                     const float* __restrict__ w1, const float* __restrict__ w2, float eps) {
   pdl_trigger();
   pdl_wait();
+  const int heads = heads1 + heads2;
   const int64_t vec = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (vec >= static_cast<int64_t>(rows) * heads) return;
-  float* v = x + (vec / heads) * stride + (vec % heads) * D;
+  const int h = static_cast<int>(vec % heads);
+  const float* __restrict__ w = h < heads1 ? w1 : w2;
+  float* v = x + (vec / heads) * stride + static_cast<int64_t>(h) * D;
   double ss = 0.0;
   for (int d = lane; d < D; d += 32) {
     const double a = v[d];
@@ -476,11 +480,12 @@ void rope_kv_write(float* qkv, int rows, int H, int KVH, int D, const float* cos
 }
 
 void head_rms_norm(float* x, int rows, int64_t stride, int heads, int D, const float* weight, float eps,
-                   cudaStream_t stream) {
-  if (rows <= 0 || heads <= 0) return;
-  const int64_t threads = static_cast<int64_t>(rows) * heads * 32;
+                   cudaStream_t stream, int heads2, const float* weight2) {
+  if (rows <= 0 || heads + heads2 <= 0) return;
+  if (heads < 0 || heads2 < 0 || (heads2 > 0 && !weight2)) check(cudaErrorInvalidValue, "head_rms_norm (heads)");
+  const int64_t threads = static_cast<int64_t>(rows) * (heads + heads2) * 32;
   launch(head_rms_norm_kernel, dim3(static_cast<unsigned>((threads + kThreads - 1) / kThreads)), dim3(kThreads), 0,
-         stream, "head_rms_norm", x, rows, stride, heads, D, weight, eps);
+         stream, "head_rms_norm", x, rows, stride, heads, heads2, D, weight, weight2, eps);
 }
 
 void glu(const float* gu, int rows, int I, bool relu2, float* act, cudaStream_t stream) {

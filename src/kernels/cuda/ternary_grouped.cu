@@ -15,15 +15,20 @@ namespace tritium::cuda {
 namespace {
 
 constexpr int kGroupPieces = 2;  // 16-byte tc2 pieces (64 weights each) per group of 128 along K
+constexpr int kLanesPerRow = 8;  // lanes of the dp4a kernel per weight row (see launch_grouped_dp4a)
+constexpr int kMmaRowsFrom5 = 16384;  // from this many weight rows, 5-8 tokens go to the tensor-core kernel
 
 // LPR lanes per weight row, 32 / LPR rows per warp, WARPS warps per block; a block takes MT tokens (blockIdx.x) of
 // its rows (blockIdx.y), so consecutive blocks read the same weight rows (L2 reuse over token tiles). The tokens'
 // activations are staged in shared memory as [m][q][piece] uint4 (the layout of the tc2 GEMV), followed by their
-// group sums sx [m][G]. Lane `sub` of a row takes groups sub, sub + LPR, ...: both 16-byte pieces of a group, so it
-// holds the group's exact sum sum_k c_k x_k - sum_k x_k = sum_k w_k x_k. Each round of LPR groups, the row's lanes
-// exchange their terms gs * float(sum) by shuffles and every lane adds them in increasing group order, so the float
-// sum is the CPU's (ternary_gemm_f32: from 0.0f, a multiplication then an addition per group, never fused).
-template <int MT, int LPR, int WARPS>
+// group sums sx [m][G]. A round covers LPR * D groups of the row: lane `sub` takes groups g0 + d * LPR + sub
+// (d < D), both 16-byte pieces of each, so it holds a group's exact sum sum_k c_k x_k - sum_k x_k = sum_k w_k x_k.
+// The next round's pieces and scales are loaded before this round's are used (2 * D pieces per lane in flight
+// while the GPU works on D), and the first round's before the activations are waited for. The row's lanes then
+// exchange their terms gs * float(sum) by shuffles and every lane adds them in increasing group order (d outer,
+// lane inner), so the float sum is the CPU's (ternary_gemm_f32: from 0.0f, a multiplication then an addition per
+// group, never fused) whatever LPR and D are.
+template <int MT, int LPR, int D, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) tc2_grouped_kernel(const uint4* __restrict__ w,
                                                                  const float* __restrict__ gs,
                                                                  const float* __restrict__ bias, int n, int nch,
@@ -31,20 +36,29 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_grouped_kernel(const uint4* __
                                                                  const float* __restrict__ inv_s, int M, Epi ep) {
   extern __shared__ uint4 xs[];
   int* sx = reinterpret_cast<int*>(xs + MT * 4 * nch);
-  constexpr int RPW = 32 / LPR;
+  constexpr int RPW = 32 / LPR, R = LPR * D;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = (blockIdx.y * WARPS + warp) * RPW + lane / LPR;
   const int sub = lane % LPR, base = lane - sub;
   const int m0 = blockIdx.x * MT, mt = min(MT, M - m0);
   const uint4* wr = w + static_cast<int64_t>(row) * nch;
+  const float* gr = gs + static_cast<int64_t>(row) * G;
 
-  // The first group's weights in flight before waiting for the activations.
-  uint4 wv[kGroupPieces];
+  uint4 wv[D][kGroupPieces];
+  float sv[D];
+  auto load = [&](uint4 (&v)[D][kGroupPieces], float (&sc)[D], int g0) {
 #pragma unroll
-  for (int p = 0; p < kGroupPieces; ++p) {
-    const int c = kGroupPieces * sub + p;
-    wv[p] = sub < G && c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
-  }
+    for (int d = 0; d < D; ++d) {
+      const int g = g0 + d * LPR + sub;
+#pragma unroll
+      for (int p = 0; p < kGroupPieces; ++p) {
+        const int c = kGroupPieces * g + p;
+        v[d][p] = g < G && c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+      }
+      sc[d] = g < G && row < n ? __ldg(gr + g) : 0.0f;
+    }
+  };
+  load(wv, sv, 0);
   pdl_trigger();
   pdl_wait();
   const uint4* xg = reinterpret_cast<const uint4*>(xq) + static_cast<int64_t>(m0) * nch * 4;
@@ -72,49 +86,57 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_grouped_kernel(const uint4* __
   float s[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) s[m] = 0.0f;
-  for (int g0 = 0; g0 < G; g0 += LPR) {
-    const int g = g0 + sub;
-    int acc[MT][4];
+  for (int g0 = 0; g0 < G; g0 += R) {
+    uint4 nv[D][kGroupPieces];
+    float ns[D];
+    load(nv, ns, g0 + R);
+    float term[D][MT];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0;
+    for (int d = 0; d < D; ++d) {
+      const int g = g0 + d * LPR + sub;
+      int acc[MT][4];
 #pragma unroll
-    for (int p = 0; p < kGroupPieces; ++p) {
-      const int c = kGroupPieces * g + p;
-      if (g >= G || c >= nch) break;
-      const uint32_t words[4] = {wv[p].x, wv[p].y, wv[p].z, wv[p].w};
+      for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t cw[4];
+      for (int p = 0; p < kGroupPieces; ++p) {
+        const int c = kGroupPieces * g + p;
+        if (g >= G || c >= nch) break;
+        const uint32_t words[4] = {wv[d][p].x, wv[d][p].y, wv[d][p].z, wv[d][p].w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) cw[j] = words[q] & (kTc2Mask << (2 * j));
+        for (int q = 0; q < 4; ++q) {
+          uint32_t cw[4];
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const uint4 xv = xs[(m * 4 + q) * nch + c];
-          acc[m][0] = dp4a_us(cw[0], static_cast<int>(xv.x), acc[m][0]);
-          acc[m][1] = dp4a_us(cw[1], static_cast<int>(xv.y), acc[m][1]);
-          acc[m][2] = dp4a_us(cw[2], static_cast<int>(xv.z), acc[m][2]);
-          acc[m][3] = dp4a_us(cw[3], static_cast<int>(xv.w), acc[m][3]);
+          for (int j = 0; j < 4; ++j) cw[j] = words[q] & (kTc2Mask << (2 * j));
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            const uint4 xv = xs[(m * 4 + q) * nch + c];
+            acc[m][0] = dp4a_us(cw[0], static_cast<int>(xv.x), acc[m][0]);
+            acc[m][1] = dp4a_us(cw[1], static_cast<int>(xv.y), acc[m][1]);
+            acc[m][2] = dp4a_us(cw[2], static_cast<int>(xv.z), acc[m][2]);
+            acc[m][3] = dp4a_us(cw[3], static_cast<int>(xv.w), acc[m][3]);
+          }
         }
       }
-    }
-    // The next round's weights in flight while this round's terms are exchanged.
-    const int gn = g + LPR;
 #pragma unroll
-    for (int p = 0; p < kGroupPieces; ++p) {
-      const int c = kGroupPieces * gn + p;
-      wv[p] = gn < G && c < nch ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+      for (int m = 0; m < MT; ++m) {
+        const int v =
+            acc[m][0] + (acc[m][1] >> 2) + (acc[m][2] >> 4) + (acc[m][3] >> 6) - (g < G ? sx[m * G + g] : 0);
+        term[d][m] = __fmul_rn(sv[d], static_cast<float>(v));
+      }
     }
-    const float sc = g < G && row < n ? __ldg(gs + static_cast<int64_t>(row) * G + g) : 0.0f;
-    float term[MT];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      const int v = acc[m][0] + (acc[m][1] >> 2) + (acc[m][2] >> 4) + (acc[m][3] >> 6) - (g < G ? sx[m * G + g] : 0);
-      term[m] = __fmul_rn(sc, static_cast<float>(v));
+    for (int d = 0; d < D; ++d) {
+      const int last = min(LPR, G - (g0 + d * LPR));  // warp-uniform; <= 0 past the row's last group
+      for (int j = 0; j < last; ++j)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) s[m] = __fadd_rn(s[m], __shfl_sync(0xffffffffu, term[d][m], base + j));
     }
-    const int last = min(LPR, G - g0);
-    for (int j = 0; j < last; ++j)
 #pragma unroll
-      for (int m = 0; m < MT; ++m) s[m] = __fadd_rn(s[m], __shfl_sync(0xffffffffu, term[m], base + j));
+    for (int d = 0; d < D; ++d) {
+      sv[d] = ns[d];
+#pragma unroll
+      for (int p = 0; p < kGroupPieces; ++p) wv[d][p] = nv[d][p];
+    }
   }
   if (row >= n) return;
 #pragma unroll
@@ -127,13 +149,13 @@ __global__ void __launch_bounds__(WARPS * 32) tc2_grouped_kernel(const uint4* __
   }
 }
 
-template <int MT>
+template <int MT, int LPR, int D>
 void launch_grouped(const uint32_t* w, const float* gs, const float* bias, int n, int np, int k, int kp,
                     const int8_t* xq, const float* inv_s, int M, const Epi& ep, cudaStream_t st) {
-  constexpr int LPR = 8, WARPS = 4, RPB = WARPS * (32 / LPR);
+  constexpr int WARPS = 4, RPB = WARPS * (32 / LPR);
   const int nch = kp / 64, G = (k + 127) / 128;
   const size_t smem = static_cast<size_t>(MT) * kp + static_cast<size_t>(MT) * G * sizeof(int);
-  auto kern = tc2_grouped_kernel<MT, LPR, WARPS>;
+  auto kern = tc2_grouped_kernel<MT, LPR, D, WARPS>;
   static int smem_set = 48 * 1024;  // the opt-in limit set so far for this instantiation (set before capture)
   if (static_cast<int>(smem) > smem_set) {
     check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
@@ -142,6 +164,20 @@ void launch_grouped(const uint32_t* w, const float* gs, const float* bias, int n
   }
   launch(kern, dim3((M + MT - 1) / MT, np / RPB), dim3(WARPS * 32), smem, st, "group-scaled ternary GEMM",
          reinterpret_cast<const uint4*>(w), gs, bias, n, nch, G, xq, inv_s, M, ep);
+}
+
+// dp4a launch for MT tokens, D groups per lane and round: 0 = the automatic choice. The sweep of
+// `cuda-bench --grouped-kernels` on the Qwen3-8B shapes (H100): 8 lanes per row beat 16 and 32 at every token count
+// and shape, by up to 1.2x at one token and 1.8x at eight (fewer rows per warp leave more warps waiting on the
+// activations' staging and the shuffles); 2 groups per round win from 2 tokens on the long rows (down 4096 x 12288:
+// 9.5 vs 11.0 us at one token) and up to 4 tokens elsewhere within 3%, 4 groups lose everywhere; at 5-8 tokens 1.
+template <int MT>
+void launch_grouped_dp4a(const uint32_t* w, const float* gs, const float* bias, int n, int np, int k, int kp,
+                         const int8_t* xq, const float* inv_s, int M, const Epi& ep, cudaStream_t st, int depth) {
+  if (depth == 0) depth = MT <= 4 ? 2 : 1;
+  if (depth == 1) return launch_grouped<MT, kLanesPerRow, 1>(w, gs, bias, n, np, k, kp, xq, inv_s, M, ep, st);
+  if (depth == 2) return launch_grouped<MT, kLanesPerRow, 2>(w, gs, bias, n, np, k, kp, xq, inv_s, M, ep, st);
+  check(cudaErrorInvalidValue, "ternary_grouped_matmul (up to 8 tokens: 1 or 2 groups per lane and round)");
 }
 
 
@@ -338,17 +374,28 @@ void auto_tiles(int np, int M, int& tm, int& nt) {
 
 void ternary_grouped_matmul(const uint32_t* w, const float* group_scales, const float* bias, int n, int np, int k,
                             int kp, const int8_t* xq, const float* inv_s, int M, const TernaryEpilogue& ep,
-                            cudaStream_t stream, int warp_token_tiles, int warp_row_tiles) {
+                            cudaStream_t stream, int tile_a, int tile_b) {
   if (!w || !group_scales || !xq || !inv_s || !ep.y || n <= 0 || k <= 0 || M <= 0)
     check(cudaErrorInvalidValue, "ternary_grouped_matmul (null buffer or empty shape)");
   if (np < n || np % 16 != 0 || kp < k || kp % 64 != 0 || kp - k >= 64 || ep.ldy < n)
     check(cudaErrorInvalidValue, "ternary_grouped_matmul (bad padded shape)");
   const Epi e = make_epi(ep);
-  if (M == 1) return launch_grouped<1>(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream);
-  if (M == 2) return launch_grouped<2>(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream);
-  if (M <= 4) return launch_grouped<4>(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream);
-  if (M <= 8) return launch_grouped<8>(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream);
-  int tm = warp_token_tiles, nt = warp_row_tiles;
+  // Automatic: the dp4a kernel up to 4 tokens, and up to 8 below kMmaRowsFrom5 weight rows; else the tensor-core
+  // kernel (one 16-token tile at 5-8 tokens). On the 8B shapes (H100), a 16-token tile on the tensor cores against
+  // 8 tokens by dp4a: gate_up 24576 x 4096 30.5 vs 76.2 us; o 4096 x 4096 18.9 vs 15.0, qkv 6144 x 4096 20.1 vs 20.5.
+  const bool dp4a = tile_b == 0 && (tile_a != 0 ? M <= 8 : M <= 4 || (M <= 8 && np < kMmaRowsFrom5));
+  const auto run_dp4a = [&](auto kernel_launch) {
+    kernel_launch(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream, tile_a);
+  };
+  if (dp4a) {
+    if (M == 1) return run_dp4a(launch_grouped_dp4a<1>);
+    if (M == 2) return run_dp4a(launch_grouped_dp4a<2>);
+    if (M <= 4) return run_dp4a(launch_grouped_dp4a<4>);
+    return run_dp4a(launch_grouped_dp4a<8>);
+  }
+  if (tile_b == 0 && tile_a != 0)
+    check(cudaErrorInvalidValue, "ternary_grouped_matmul (groups per round: the dp4a kernel, up to 8 tokens)");
+  int tm = tile_a, nt = tile_b;
   if (tm == 0 && nt == 0) auto_tiles(np, M, tm, nt);
   const auto run = [&](auto kernel_launch) {
     kernel_launch(w, group_scales, bias, n, np, k, kp, xq, inv_s, M, e, stream);

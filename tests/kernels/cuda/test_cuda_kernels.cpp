@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -548,15 +549,16 @@ TEST(CudaKernels, TernaryProjectionBitExactVsCpu) {
 }
 
 // The group-scaled ternary GEMM (Ternary Bonsai: a scale per row per 128 k) equals the CPU's TernaryLinear with
-// group scales bit for bit: K a multiple of 128, one ending in half a group (64) and one padded inside a piece;
-// tokens through the dp4a kernel (up to 8) and the tensor-core one (one and two token tiles per warp, full and
-// ragged), so a token's floats do not depend on the batch; rows past n and past ldy untouched; stored, added (the
-// residual) and with a bias. Scales of mixed magnitude so the float sum's order shows in the last bits.
+// group scales bit for bit: K a multiple of 128, one ending in half a group (64), one padded inside a piece and one
+// of 33 groups (several rounds of the dp4a kernel); tokens through the dp4a kernel (up to 8, one and two groups per
+// round) and the tensor-core one (every warp tiling, full and ragged token tiles, from one token), so a token's
+// floats do not depend on the batch; rows past n and past ldy untouched; stored, added (the residual) and with a
+// bias. Scales of mixed magnitude so the float sum's order shows in the last bits.
 TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
   struct Shape { int n, k, ldy; };
-  for (Shape sh : {Shape{80, 512, 80}, Shape{70, 320, 72}, Shape{33, 1000, 40}}) {
+  for (Shape sh : {Shape{80, 512, 80}, Shape{70, 320, 72}, Shape{33, 1000, 40}, Shape{40, 4160, 48}}) {
     const int n = sh.n, k = sh.k, G = (k + 127) / 128;
     const auto w = random_ternary(rng, n, k);
     std::vector<float> gs(static_cast<size_t>(n) * G);
@@ -576,9 +578,10 @@ TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
         const DeviceQuantized in(x, M, k, static_cast<int>(s.kp));
         const auto& q = in.q;
         const auto& inv = in.inv;
-        // Above 8 tokens every warp tiling of the tensor-core kernel (0, 0: the automatic one).
-        std::vector<std::pair<int, int>> tiles = {{0, 0}};
-        if (M > 8) tiles.insert(tiles.end(), {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}});
+        // Every kernel and tiling (0, 0: the automatic one): up to 8 tokens the dp4a kernel's groups per lane and
+        // round (d, 0), at any M the tensor-core kernel's warp tiles.
+        std::vector<std::pair<int, int>> tiles = {{0, 0}, {1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}};
+        if (M <= 8) tiles.insert(tiles.end(), {{1, 0}, {2, 0}});
         for (auto [tm, nt] : tiles)
         for (bool add : {false, true}) {
           DevBuf<float> dy(base);
@@ -604,6 +607,16 @@ TEST(CudaKernels, GroupScaledTernaryBitExactVsCpu) {
   ep.y = y.p, ep.ldy = 4;
   EXPECT_THROW(cuda::ternary_grouped_matmul(nullptr, y.p, nullptr, 4, 64, 128, 128, nullptr, y.p, 1, ep, nullptr),
                Error);
+  // Tilings the kernels do not have: the dp4a kernel past 8 tokens, 3 groups per round, a warp tile of 3 rows.
+  DevBuf<uint32_t> w16(16 * 8);
+  DevBuf<float> g16(16), inv16(16), y16(16 * 16);
+  DevBuf<int8_t> x16(16 * 128);
+  ep.y = y16.p, ep.ldy = 16;
+  for (auto [M, a, b] : {std::tuple{9, 1, 0}, {1, 3, 0}, {1, 1, 3}})
+    EXPECT_THROW(cuda::ternary_grouped_matmul(w16.p, g16.p, nullptr, 16, 16, 128, 128, x16.p, inv16.p, M, ep, nullptr,
+                                              a, b),
+                 Error)
+        << M << " tokens, tiles " << a << "x" << b;
 }
 
 // BITCOS GEMV: int32 sums equal the scalar reference exactly, and the dequantized projection (plain and
