@@ -1,6 +1,6 @@
 // tritium kernels/cuda: the group-scaled ternary GEMV/GEMM (Ternary Bonsai's per-group-of-128 scales) over tc2
-// weights, exact int32 group sums and the CPU's float arithmetic per group: dp4a for up to 8 tokens, the int8
-// tensor cores (mma.sync m16n8k32) above.
+// weights, exact int32 group sums and the CPU's float arithmetic per group: dp4a for up to 4 tokens (8 on rows of
+// fewer than 16,384 weight rows), the int8 tensor cores (mma.sync m16n8k32) above.
 #include <cuda_runtime.h>
 
 #include <algorithm>
